@@ -1,0 +1,92 @@
+// softmax.hpp - fused row-softmax kernels (plain, length-masked, boolean-masked) and log-softmax.
+// Outputs first, then inputs, then sizes (llm.c order). Backward kernels accumulate (+=).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace headgrad::kernels {
+
+// y[r, :] = softmax over the keys of row r that are kept; others 0.
+// Kept keys: j < lens[r] (lens == nullptr: all), and keep[r*cols + j] != 0 (keep == nullptr: all).
+// A row with no kept key is all zeros (and later gets zero gradient): no NaN, no uniform row.
+// Stability: subtract the max over the kept entries only, so a huge masked value cannot underflow
+// the kept ones.
+template <typename T>
+void softmax_forward(T* y, const T* x, const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows,
+                     std::int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    const std::uint8_t* kr = keep ? keep + r * cols : nullptr;
+    const std::int64_t len = lens ? std::min<std::int64_t>(lens[r], cols) : cols;
+    T m = -std::numeric_limits<T>::infinity();
+    for (std::int64_t j = 0; j < len; ++j)
+      if (!kr || kr[j]) m = std::max(m, xr[j]);
+    if (m == -std::numeric_limits<T>::infinity()) { // nothing kept (or all -inf)
+      std::fill(yr, yr + cols, T(0));
+      continue;
+    }
+    T s = 0;
+    for (std::int64_t j = 0; j < len; ++j) {
+      const T e = (!kr || kr[j]) ? std::exp(xr[j] - m) : T(0);
+      yr[j] = e;
+      s += e;
+    }
+    const T inv = T(1) / s;
+    for (std::int64_t j = 0; j < len; ++j) yr[j] *= inv;
+    std::fill(yr + len, yr + cols, T(0));
+  }
+}
+
+// forward:  y_i = exp(x_i) / sum_j exp(x_j)          (over the kept j; y = 0 elsewhere)
+// local:    dy_i/dx_k = y_i (delta_ik - y_k)
+// VJP:      dx_k += y_k (dy_k - sum_i dy_i y_i)
+// shapes:   x, y, dy, dx: (rows, cols); masked entries have y = 0, so dx = 0 there, and a row
+//           with nothing kept gets dx = 0.
+template <typename T>
+void softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* yr = y + r * cols;
+    const T* gr = dy + r * cols;
+    T* dr = dx + r * cols;
+    T dot = 0;
+    for (std::int64_t j = 0; j < cols; ++j) dot += gr[j] * yr[j];
+    for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
+  }
+}
+
+// y = x - max - log(sum exp(x - max)) per row.
+template <typename T> void log_softmax_forward(T* y, const T* x, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    const T m = *std::max_element(xr, xr + cols);
+    T s = 0;
+    for (std::int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
+    const T lse = m + std::log(s);
+    for (std::int64_t j = 0; j < cols; ++j) yr[j] = xr[j] - lse;
+  }
+}
+
+// forward:  y_i = x_i - log sum_j exp(x_j)
+// local:    dy_i/dx_k = delta_ik - softmax_k
+// VJP:      dx_k += dy_k - exp(y_k) * sum_i dy_i
+// shapes:   x, y, dy, dx: (rows, cols)
+template <typename T> void log_softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* yr = y + r * cols;
+    const T* gr = dy + r * cols;
+    T* dr = dx + r * cols;
+    T s = 0;
+    for (std::int64_t j = 0; j < cols; ++j) s += gr[j];
+    for (std::int64_t j = 0; j < cols; ++j) dr[j] += gr[j] - std::exp(yr[j]) * s;
+  }
+}
+
+} // namespace headgrad::kernels

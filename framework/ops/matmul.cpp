@@ -1,0 +1,167 @@
+// matmul.cpp - torch.matmul semantics on top of BLAS gemm.
+//
+// Each operand's last two dims are handed to BLAS as they lie in memory: row-major (NoTrans) or
+// column-major, as a transpose view leaves them (Trans), with the leading dimension taken from
+// the strides. Only a layout BLAS cannot describe is copied. Batch dims broadcast, and the batch
+// loop walks batch strides: no per-batch allocation.
+#include <fmt/format.h>
+
+#include "framework/autograd.hpp"
+#include "framework/kernels/gemm.hpp"
+#include "framework/ops/broadcast.hpp"
+#include "framework/ops/ops.hpp"
+
+namespace headgrad::ops {
+namespace {
+
+struct Layout {
+  bool trans;
+  std::int64_t ld;
+};
+
+// How BLAS can read a (rows x cols) matrix with these strides, if at all.
+bool blas_layout(std::int64_t rows, std::int64_t cols, std::int64_t srow, std::int64_t scol, Layout& out) {
+  // Row-major (NoTrans): element (i, j) at i*ld + j. A size-1 dim's stride does not matter.
+  if (cols == 1 || scol == 1) {
+    const std::int64_t ld = rows == 1 ? std::max<std::int64_t>(cols, 1) : srow;
+    if (ld >= std::max<std::int64_t>(cols, 1)) { out = {false, ld}; return true; }
+  }
+  // Column-major (Trans), as a transpose view leaves it: element (i, j) at j*ld + i.
+  if (rows == 1 || srow == 1) {
+    const std::int64_t ld = cols == 1 ? std::max<std::int64_t>(rows, 1) : scol;
+    if (ld >= std::max<std::int64_t>(rows, 1)) { out = {true, ld}; return true; }
+  }
+  return false;
+}
+
+// A batched operand: matrix layout plus per-batch-dim strides broadcast to the output batch.
+struct Operand {
+  Tensor t; // possibly made contiguous
+  Layout lay;
+  Dims batch_strides;
+};
+
+Operand prepare(const Tensor& x, const Dims& out_batch) {
+  Tensor t = x;
+  const int r = t.dim();
+  Layout lay{};
+  if (!blas_layout(t.shape()[r - 2], t.shape()[r - 1], t.strides()[r - 2], t.strides()[r - 1], lay)) {
+    t = t.contiguous();
+    lay = {false, t.shape()[r - 1]};
+  }
+  Dims bshape(t.shape().begin(), t.shape().end() - 2);
+  Dims bstr(t.strides().begin(), t.strides().end() - 2);
+  return {t, lay, broadcast_strides(bshape, bstr, out_batch)};
+}
+
+// Calls f(batch_offset_a, batch_offset_b, batch_index) for every output batch element.
+template <typename F> void for_each_batch(const Dims& batch, const Dims& sa, const Dims& sb, F&& f) {
+  const std::int64_t count = batch.numel();
+  std::int64_t idx[kMaxDims] = {};
+  std::int64_t oa = 0, ob = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    f(oa, ob, i);
+    for (int d = batch.size() - 1; d >= 0; --d) {
+      if (++idx[d] < batch[d]) { oa += sa[d]; ob += sb[d]; break; }
+      oa -= sa[d] * (batch[d] - 1);
+      ob -= sb[d] * (batch[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+bool batch_is_zero(const Dims& s) {
+  for (auto v : s) if (v != 0) return false;
+  return true;
+}
+
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  const int ra = a.dim(), rb = b.dim();
+  const std::int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
+  if (b.shape()[rb - 2] != K)
+    throw std::invalid_argument(fmt::format("matmul: inner dimensions differ: {} @ {}", a.shape(), b.shape()));
+  const Dims batch = broadcast_shapes(Dims(a.shape().begin(), a.shape().end() - 2),
+                                      Dims(b.shape().begin(), b.shape().end() - 2), "matmul");
+  ForwardTimer timer("matmul");
+  Operand A = prepare(a, batch), B = prepare(b, batch);
+  Dims oshape = batch;
+  oshape.push_back(M);
+  oshape.push_back(N);
+  Tensor out = new_tensor(oshape, a.dtype());
+  // Fold: B shared by every batch and A's rows evenly spaced -> one gemm of (batch*M) rows.
+  const bool fold = batch_is_zero(B.batch_strides) && !A.lay.trans && A.t.is_contiguous();
+  dispatch_float(a.dtype(), "matmul", [&]<typename T>() {
+    const T* pa = A.t.template data<T>();
+    const T* pb = B.t.template data<T>();
+    T* pc = out.data<T>();
+    if (fold) {
+      kernels::gemm(false, B.lay.trans, batch.numel() * M, N, K, T(1), pa, A.lay.ld, pb, B.lay.ld, T(0), pc, N);
+      return;
+    }
+    for_each_batch(batch, A.batch_strides, B.batch_strides, [&](std::int64_t oa, std::int64_t ob, std::int64_t i) {
+      kernels::gemm(A.lay.trans, B.lay.trans, M, N, K, T(1), pa + oa, A.lay.ld, pb + ob, B.lay.ld, T(0),
+                    pc + i * M * N, N);
+    });
+  });
+  // forward:  C = op(A) op(B)                      per batch element; op = as stored (N or T)
+  // local:    dC_ij/dA_ik = B_kj ; dC_ij/dB_kj = A_ik
+  // VJP:      dA += dC op(B)^T  (B read with its flag flipped: no transposed copy)
+  //           dB += op(A)^T dC
+  // shapes:   A (..., M, K), B (..., K, N), C/dC (batch, M, N); dA, dB contiguous in A's and
+  //           B's shapes, addressed through broadcast batch strides (0 where an operand was
+  //           broadcast, so gemm's beta = 1 sums over those batch elements).
+  return record(out, "matmul", {A.t, B.t}, [A, B, batch, M, N, K, fold](Node& n, const Tensor& gC) {
+    Tensor gA = n.grad(0), gB = n.grad(1);
+    dispatch_float(gC.dtype(), "matmul", [&]<typename T>() {
+      const T* pa = A.t.template data<T>();
+      const T* pb = B.t.template data<T>();
+      const T* pg = gC.data<T>();
+      if (fold) {
+        const std::int64_t rows = batch.numel() * M;
+        if (gA.defined()) kernels::gemm(false, !B.lay.trans, rows, K, N, T(1), pg, N, pb, B.lay.ld, T(1), gA.data<T>(), K);
+        if (gB.defined()) kernels::gemm(true, false, K, N, rows, T(1), pa, A.lay.ld, pg, N, T(1), gB.data<T>(), N);
+        return;
+      }
+      const Dims gsa = gA.defined() ? broadcast_strides(Dims(gA.shape().begin(), gA.shape().end() - 2),
+                                                        Dims(gA.strides().begin(), gA.strides().end() - 2), batch)
+                                    : Dims();
+      const Dims gsb = gB.defined() ? broadcast_strides(Dims(gB.shape().begin(), gB.shape().end() - 2),
+                                                        Dims(gB.strides().begin(), gB.strides().end() - 2), batch)
+                                    : Dims();
+      if (gA.defined())
+        for_each_batch(batch, gsa, B.batch_strides, [&](std::int64_t oga, std::int64_t ob, std::int64_t i) {
+          kernels::gemm(false, !B.lay.trans, M, K, N, T(1), pg + i * M * N, N, pb + ob, B.lay.ld, T(1),
+                        gA.data<T>() + oga, K);
+        });
+      if (gB.defined())
+        for_each_batch(batch, A.batch_strides, gsb, [&](std::int64_t oa, std::int64_t ogb, std::int64_t i) {
+          kernels::gemm(!A.lay.trans, false, K, N, M, T(1), pa + oa, A.lay.ld, pg + i * M * N, N, T(1),
+                        gB.data<T>() + ogb, N);
+        });
+    });
+  });
+}
+
+} // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("matmul: dtypes differ: {} {} @ {} {}", a.shape(), dtype_name(a.dtype()),
+                                            b.shape(), dtype_name(b.dtype())));
+  if (a.dim() == 0 || b.dim() == 0)
+    throw std::invalid_argument(fmt::format("matmul: both operands need at least one dim: {} @ {}", a.shape(), b.shape()));
+  if (a.dim() == 1 && b.dim() == 1 && a.shape()[0] != b.shape()[0])
+    throw std::invalid_argument(fmt::format("matmul: inner dimensions differ: {} @ {}", a.shape(), b.shape()));
+  // 1-D operands are promoted (a: (K) -> (1, K); b: (K) -> (K, 1)) and the added dim removed.
+  const bool va = a.dim() == 1, vb = b.dim() == 1;
+  Tensor a2 = va ? reshape(a, {1, a.shape()[0]}) : a;
+  Tensor b2 = vb ? reshape(b, {b.shape()[0], 1}) : b;
+  Tensor c = matmul_nd(a2, b2);
+  if (!va && !vb) return c;
+  Dims s(c.shape().begin(), c.shape().end() - 2);
+  if (!va) s.push_back(c.shape()[c.dim() - 2]);
+  if (!vb) s.push_back(c.shape()[c.dim() - 1]);
+  return reshape(c, s);
+}
+
+} // namespace headgrad::ops

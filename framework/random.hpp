@@ -1,0 +1,26 @@
+// random.hpp - a seeded generator whose streams are the same on every machine and compiler
+// (std::normal_distribution is implementation-defined, so we do not use it).
+#pragma once
+#include <cstdint>
+
+namespace headgrad {
+
+class Generator {
+public:
+  explicit Generator(std::uint64_t seed = 0) { seed_state(seed); }
+  void seed_state(std::uint64_t seed);
+  std::uint64_t next_u64(); // xoshiro256**
+  double uniform();         // [0, 1), 53 random bits
+  double normal();          // N(0, 1), Box-Muller
+  std::uint64_t below(std::uint64_t n); // uniform integer in [0, n), unbiased
+
+private:
+  std::uint64_t s_[4];
+  bool has_spare_ = false;
+  double spare_ = 0;
+};
+
+// A stream derived from (seed, index) - e.g. batch k of a run depends only on (seed, k).
+std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t index);
+
+} // namespace headgrad

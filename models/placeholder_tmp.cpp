@@ -1,0 +1,1 @@
+namespace headgrad { int models_placeholder_ = 0; }

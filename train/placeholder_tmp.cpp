@@ -1,0 +1,1 @@
+namespace headgrad { int train_placeholder_ = 0; }
