@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
 
 namespace headgrad {
 namespace {
@@ -50,6 +51,7 @@ double Generator::normal() {
 }
 
 std::uint64_t Generator::below(std::uint64_t n) {
+  if (n == 0) throw std::invalid_argument("Generator::below: the range [0, 0) is empty");
   // Rejection sampling removes modulo bias.
   const std::uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   std::uint64_t x;
@@ -59,7 +61,10 @@ std::uint64_t Generator::below(std::uint64_t n) {
 }
 
 std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t index) {
-  std::uint64_t x = seed ^ (index * 0xD1B54A32D192ED03ull);
+  // Hash the seed before mixing in the index, so (seed, index) pairs cannot cancel each other
+  // out (seed ^ index * C alone maps (0, 1) and (C, 0) to the same stream).
+  std::uint64_t s = seed;
+  std::uint64_t x = splitmix64(s) ^ (index * 0xD1B54A32D192ED03ull);
   return splitmix64(x);
 }
 

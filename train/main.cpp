@@ -1,2 +1,49 @@
+// main.cpp - the `headgrad` command line: dispatches to a subcommand; any error becomes one
+// line on stderr and exit code 2 (no stack trace).
 #include <cstdio>
-int main() { std::puts("headgrad: the trainer is not built yet"); return 0; }
+#include <exception>
+#include <fmt/format.h>
+#include <string>
+
+#include "train/cli_args.hpp"
+#include "train/commands.hpp"
+#include "train/runtime.hpp"
+#include "train/trainer.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: headgrad <command> [flags]\n"
+    "\n"
+    "commands:\n"
+    "  train       train the reference attention model on a toy task (see headgrad train --help)\n"
+    "  eval        held-out accuracy and examples of a checkpoint (headgrad eval --checkpoint FILE)\n"
+    "  gradcheck   run the float64 gradient-check table over every op and model\n"
+    "  info        BLAS build, active kernel, threads and CPU features\n";
+
+} // namespace
+
+int main(int argc, char** argv) {
+  headgrad::runtime::maybe_reexec_with_better_blas_core(argc, argv);
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  try {
+    if (cmd == "train") return headgrad::commands::train(argc, argv);
+    if (cmd == "eval") return headgrad::commands::eval(argc, argv);
+    if (cmd == "gradcheck") return headgrad::commands::gradcheck(argc, argv);
+    if (cmd == "info") return headgrad::commands::info(argc, argv);
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::fputs(cmd.empty() ? "headgrad: no command given\n" : fmt::format("headgrad: unknown command '{}'\n", cmd).c_str(),
+               stderr);
+    std::fputs(kUsage, stderr);
+    return 2;
+  } catch (const headgrad::train::NonFiniteError& e) {
+    std::fprintf(stderr, "headgrad: %s\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "headgrad %s: %s\n", cmd.c_str(), e.what());
+    return 2;
+  }
+}

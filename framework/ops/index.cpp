@@ -121,6 +121,8 @@ Tensor embedding(const Tensor& weight, const Tensor& tokens) {
     throw std::invalid_argument(fmt::format("embedding: weight must be (V, d), got {}", weight.shape()));
   check_index(tokens, "embedding");
   Tensor flat = reshape(tokens, {tokens.numel()});
+  // Checked here too, so a bad token names embedding rather than the index_select inside it.
+  check_range(flat.contiguous().data<std::int64_t>(), flat.numel(), weight.shape()[0], "embedding", weight.shape());
   Tensor rows = index_select(weight, 0, flat); // (N, d)
   Dims s = tokens.shape();
   s.push_back(weight.shape()[1]);

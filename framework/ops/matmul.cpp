@@ -80,8 +80,13 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const std::int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
   if (b.shape()[rb - 2] != K)
     throw std::invalid_argument(fmt::format("matmul: inner dimensions differ: {} @ {}", a.shape(), b.shape()));
-  const Dims batch = broadcast_shapes(Dims(a.shape().begin(), a.shape().end() - 2),
-                                      Dims(b.shape().begin(), b.shape().end() - 2), "matmul");
+  Dims batch;
+  try {
+    batch = broadcast_shapes(Dims(a.shape().begin(), a.shape().end() - 2), Dims(b.shape().begin(), b.shape().end() - 2),
+                             "matmul");
+  } catch (const std::invalid_argument&) { // name the operands, not only their batch dims
+    throw std::invalid_argument(fmt::format("matmul: batch dimensions cannot be broadcast: {} @ {}", a.shape(), b.shape()));
+  }
   ForwardTimer timer("matmul");
   Operand A = prepare(a, batch), B = prepare(b, batch);
   Dims oshape = batch;
@@ -150,7 +155,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                                             b.shape(), dtype_name(b.dtype())));
   if (a.dim() == 0 || b.dim() == 0)
     throw std::invalid_argument(fmt::format("matmul: both operands need at least one dim: {} @ {}", a.shape(), b.shape()));
-  if (a.dim() == 1 && b.dim() == 1 && a.shape()[0] != b.shape()[0])
+  // Checked here, before 1-D operands are promoted, so the message shows the shapes as given.
+  if (a.shape().back() != (b.dim() == 1 ? b.shape()[0] : b.shape()[b.dim() - 2]))
     throw std::invalid_argument(fmt::format("matmul: inner dimensions differ: {} @ {}", a.shape(), b.shape()));
   // 1-D operands are promoted (a: (K) -> (1, K); b: (K) -> (K, 1)) and the added dim removed.
   const bool va = a.dim() == 1, vb = b.dim() == 1;

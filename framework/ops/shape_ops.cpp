@@ -103,7 +103,9 @@ Tensor permute(const Tensor& x, const Dims& order) {
   Dims shape, strides;
   for (int i = 0; i < r; ++i) {
     const int a = wrap_axis(static_cast<int>(order[i]), r, "permute");
-    if (used[a]) throw std::invalid_argument(fmt::format("permute: order {} repeats axis {}", order, a));
+    if (used[a])
+      throw std::invalid_argument(
+          fmt::format("permute: order {} repeats axis {} (tensor of shape {})", order, a, x.shape()));
     used[a] = true;
     shape.push_back(x.shape()[a]);
     strides.push_back(x.strides()[a]);

@@ -1,0 +1,123 @@
+// safetensors.cpp - the data buffer (tensor bytes in file order) and the in-memory entry points:
+// encode_safetensors, parse_safetensors, SafetensorsFile. The header lives in
+// safetensors_header.cpp, the file I/O (load, atomic save) in safetensors_file.cpp.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "framework/io/safetensors_format.hpp"
+#include "framework/kernels/strided.hpp"
+
+namespace headgrad::io {
+namespace detail {
+namespace {
+
+constexpr bool kLittleEndianHost = std::endian::native == std::endian::little;
+
+// dst (contiguous) = src (strided), element by element as ES raw bytes. Bytes, not values: a
+// float's NaN payload survives, and no type-punned pointer is dereferenced (memcpy).
+template <std::size_t ES>
+void gather_bytes(unsigned char* dst, const unsigned char* src, const Dims& shape, const Dims& strides) {
+  kernels::for_each_row2(shape, contiguous_strides(shape), strides,
+                         [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t, std::int64_t ss) {
+                           for (std::int64_t i = 0; i < n; ++i)
+                             std::memcpy(dst + (od + i) * ES, src + (os + i * ss) * static_cast<std::int64_t>(ES), ES);
+                         });
+}
+
+// Little-endian file order <-> host order (a no-op on every machine we build for).
+void swap_to_from_little(unsigned char* p, std::size_t nbytes, std::size_t es) {
+  if constexpr (!kLittleEndianHost)
+    for (std::size_t i = 0; i + es <= nbytes; i += es) std::reverse(p + i, p + i + es);
+  else
+    (void)p, (void)nbytes, (void)es;
+}
+
+} // namespace
+
+void tensor_bytes(const Tensor& t, const ByteSink& sink) {
+  const std::size_t es = dtype_size(t.dtype());
+  const std::size_t nbytes = static_cast<std::size_t>(t.numel()) * es;
+  if (nbytes == 0) return;
+  // The common case (a contiguous float or int tensor on a little-endian host) is written
+  // straight from its storage. Bools always take the copy: their bytes are normalised to 0/1.
+  if (t.is_contiguous() && t.dtype() != DType::bool8 && kLittleEndianHost) {
+    sink(t.raw(), nbytes);
+    return;
+  }
+  std::vector<unsigned char> buf(nbytes);
+  const auto* src = static_cast<const unsigned char*>(t.raw());
+  switch (es) {
+  case 1: gather_bytes<1>(buf.data(), src, t.shape(), t.strides()); break;
+  case 4: gather_bytes<4>(buf.data(), src, t.shape(), t.strides()); break;
+  case 8: gather_bytes<8>(buf.data(), src, t.shape(), t.strides()); break;
+  default: throw std::logic_error(fmt::format("safetensors: no byte layout for dtype {}", dtype_name(t.dtype())));
+  }
+  if (t.dtype() == DType::bool8)
+    for (auto& b : buf) b = b != 0;
+  swap_to_from_little(buf.data(), nbytes, es);
+  sink(buf.data(), nbytes);
+}
+
+void fix_loaded_bytes(const Tensor& t) {
+  const std::size_t es = dtype_size(t.dtype());
+  const std::size_t nbytes = static_cast<std::size_t>(t.numel()) * es;
+  auto* p = static_cast<unsigned char*>(t.raw());
+  // Reading a bool8 element goes through `bool`, for which a byte other than 0 or 1 is undefined
+  // behaviour; the framework's convention is nonzero = true.
+  if (t.dtype() == DType::bool8)
+    for (std::size_t i = 0; i < nbytes; ++i) p[i] = p[i] != 0;
+  swap_to_from_little(p, nbytes, es);
+}
+
+} // namespace detail
+
+const Tensor* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  if (const Tensor* t = find(name)) return *t;
+  std::string names;
+  for (std::size_t i = 0; i < tensors.size() && i < 20; ++i) names += (i ? ", " : "") + tensors[i].first;
+  if (tensors.size() > 20) names += ", ...";
+  detail::fail(source, fmt::format("no tensor named '{}' (the file has {} tensors: {})", name, tensors.size(), names));
+}
+
+std::string encode_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  std::uint64_t data_size = 0;
+  const std::string header = detail::make_header(tensors, metadata, "encode_safetensors", data_size);
+  std::string out = detail::le64(header.size()) + header;
+  out.reserve(out.size() + data_size);
+  for (const auto& nt : tensors)
+    detail::tensor_bytes(nt.second, [&](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); });
+  return out;
+}
+
+SafetensorsFile parse_safetensors(const void* data, std::size_t size, const std::string& name_for_errors) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  if (size > 0 && bytes == nullptr) detail::fail(name_for_errors, "null data pointer");
+  const std::uint64_t n = detail::check_header_length(bytes, size, name_for_errors);
+  const std::string_view header(reinterpret_cast<const char*>(bytes) + 8, n);
+  const detail::Layout layout = detail::parse_header(header, size - 8 - n, name_for_errors);
+
+  // Every entry now lies inside the buffer and the entries do not overlap, so the tensors
+  // together need exactly the data buffer's size.
+  const unsigned char* buffer = bytes + 8 + n;
+  SafetensorsFile out;
+  out.source = name_for_errors;
+  out.metadata = layout.metadata;
+  out.tensors.reserve(layout.entries.size());
+  for (const detail::Entry& e : layout.entries) {
+    Tensor t = new_tensor(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.raw(), buffer + e.begin, e.end - e.begin);
+    detail::fix_loaded_bytes(t);
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+} // namespace headgrad::io

@@ -1,0 +1,80 @@
+// safetensors.hpp - reading and writing the safetensors format (checkpoints, PyTorch fixtures).
+//
+// Format (https://github.com/huggingface/safetensors):
+//   8 bytes   N, little-endian u64: the length of the header
+//   N bytes   UTF-8 JSON object, beginning with '{', possibly padded at the end with spaces:
+//               {"__metadata__": {"key": "value", ...},          <- optional, strings only
+//                "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+//   the rest  the data buffer: each tensor's elements, row-major, little-endian, at
+//             [begin, end) counted from the first byte after the header
+//
+// Reading guarantees (a checkpoint or fixture may be truncated, corrupt or hostile):
+// - Every malformed input throws std::invalid_argument with one message "<file>: <problem>";
+//   nothing is read out of bounds, and nothing is allocated before the header has been checked
+//   against the file size (a header length of 2^63 is refused first; headers over 100 MB, the
+//   reference implementation's limit, are refused too). Tensor memory is bounded by the file size.
+// - As the spec requires, the tensors must index the whole data buffer: no overlaps, no holes, no
+//   trailing bytes. Duplicate names (duplicate JSON keys anywhere) are refused.
+// - Readable dtypes: F32, F64, I64, BOOL (the framework's four). Other spec dtypes (F16, BF16,
+//   I32, ...) get their own "not supported" message, distinct from an unknown dtype.
+// - BOOL bytes other than 0 are read as true and stored as 1 (DType::bool8 is read through
+//   `bool`, for which any other byte value is undefined behaviour).
+// - I/O failures (missing file, a directory, a read error) throw std::runtime_error naming the path
+//   and the errno text.
+//
+// Writing guarantees:
+// - Tensors are stored in the given order, back to back; any layout (views, transposes) is
+//   written in logical row-major order. The header is compact JSON ("__metadata__" first if
+//   any, then tensors in order, keys dtype/shape/data_offsets) padded with spaces to a multiple of
+//   8 bytes so the data buffer starts 8-byte aligned, as the reference writer does.
+// - save_safetensors is atomic: it writes "<path>.tmp.<pid>.<n>" in the same directory, fsyncs
+//   it, renames it over `path` and fsyncs the directory. After a failure `path` still holds its
+//   old content (or still does not exist) and the temporary file has been removed.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/tensor.hpp"
+
+namespace headgrad::io {
+
+// The largest header accepted, as in the reference implementation (MAX_HEADER_SIZE).
+inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
+// A loaded file. Every tensor is a fresh contiguous tensor with no history.
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, Tensor>> tensors; // in file order (sorted by data offset)
+  std::map<std::string, std::string> metadata;         // "__metadata__" (empty if absent)
+  std::string source;                                  // the file name used in error messages
+
+  const Tensor* find(const std::string& name) const;   // nullptr if absent
+  // Like find(), but a missing tensor throws std::invalid_argument "<source>: no tensor named ...".
+  const Tensor& at(const std::string& name) const;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// The complete file bytes. Throws std::invalid_argument for an undefined tensor, a dtype the
+// format cannot hold, a duplicate name, the reserved name "__metadata__", or names/metadata that
+// are not valid UTF-8.
+std::string encode_safetensors(const NamedTensors& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+
+// Writes the same bytes as encode_safetensors atomically (see above), streaming each tensor
+// instead of building the whole file in memory. Bad input: std::invalid_argument, before any
+// file is touched. I/O failure: std::runtime_error "<path>: <what failed>: <errno text>".
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// Parses a complete file held in memory; `name_for_errors` is the "<file>" of error messages.
+SafetensorsFile parse_safetensors(const void* data, std::size_t size, const std::string& name_for_errors);
+
+// Reads and parses the file at `path`. The header is validated before any tensor is allocated,
+// then each tensor is read straight into its own storage (no second copy of the file).
+SafetensorsFile load_safetensors(const std::string& path);
+
+} // namespace headgrad::io

@@ -1,0 +1,158 @@
+// safetensors_file.cpp - load_safetensors and the atomic save_safetensors (POSIX I/O).
+//
+// Loading reads the 8-byte length, then the header, validates it against the file size, and only
+// then allocates each tensor and reads its bytes straight into its storage with pread: memory is
+// the tensors themselves, never a second copy of the file.
+//
+// Saving never leaves a half-written file at `path`: a crash or error mid-write (disk full, a
+// file-size limit, a signal) leaves the old file. The sequence is the classic one:
+//   write "<path>.tmp.<pid>.<n>" -> fsync it -> close -> rename over path -> fsync the directory
+// rename() within one directory is atomic on POSIX file systems: readers see the old file or the
+// new one. The first fsync makes the data durable before the rename can be; the directory fsync
+// makes the rename itself durable. The <n> (a per-process counter) keeps two threads saving to
+// the same path from writing into one temporary file.
+#include <atomic>
+#include <cerrno>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <system_error>
+#include <unistd.h>
+
+#include "framework/io/safetensors_format.hpp"
+
+namespace headgrad::io {
+namespace {
+
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+[[noreturn]] void io_fail(const std::string& path, const std::string& what, int err) {
+  throw std::runtime_error(fmt::format("{}: {}: {}", path, what, errno_text(err)));
+}
+
+// Closes the descriptor on every path out of a scope.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  // close() can report a deferred write error (NFS, some FUSE), so the save path checks it.
+  int release_and_close() {
+    const int rc = ::close(fd);
+    fd = -1;
+    return rc;
+  }
+};
+
+// Reads exactly n bytes at `offset` (pread: no shared file position), retrying on EINTR and on
+// short reads; the file ending early means it changed since fstat.
+void read_exact(int fd, void* dst, std::size_t n, std::uint64_t offset, const std::string& path) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      io_fail(path, fmt::format("read failed at byte {}", offset), errno);
+    }
+    if (r == 0)
+      throw std::runtime_error(fmt::format("{}: file ended at byte {} while reading (was it changed while being read?)",
+                                           path, offset));
+    p += r;
+    n -= static_cast<std::size_t>(r);
+    offset += static_cast<std::uint64_t>(r);
+  }
+}
+
+void write_all(int fd, const void* src, std::size_t n, const std::string& path, const std::string& tmp) {
+  const auto* p = static_cast<const char*>(src);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      io_fail(path, fmt::format("cannot write temporary file '{}'", tmp), errno);
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+} // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) io_fail(path, "cannot open for reading", errno);
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) io_fail(path, "cannot stat", errno);
+  if (S_ISDIR(st.st_mode)) throw std::runtime_error(path + ": is a directory, not a safetensors file");
+  if (!S_ISREG(st.st_mode)) throw std::runtime_error(path + ": not a regular file");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+
+  unsigned char first8[8] = {};
+  if (size >= 8) read_exact(f.fd, first8, 8, 0, path);
+  const std::uint64_t n = detail::check_header_length(first8, size, path); // before any allocation
+  std::string header(n, '\0');
+  read_exact(f.fd, header.data(), n, 8, path);
+  const detail::Layout layout = detail::parse_header(header, size - 8 - n, path);
+
+  SafetensorsFile out;
+  out.source = path;
+  out.metadata = layout.metadata;
+  out.tensors.reserve(layout.entries.size());
+  for (const detail::Entry& e : layout.entries) {
+    Tensor t = new_tensor(e.shape, e.dtype);
+    read_exact(f.fd, t.raw(), e.end - e.begin, 8 + n + e.begin, path);
+    detail::fix_loaded_bytes(t);
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Bad input is refused before any file is touched.
+  std::uint64_t data_size = 0;
+  const std::string header = detail::make_header(tensors, metadata, path, data_size);
+
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+  // O_NOFOLLOW: a symlink planted at the temporary name is not followed. O_TRUNC: a leftover
+  // from a crashed process that had the same pid is simply overwritten.
+  Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666));
+  if (f.fd < 0) io_fail(path, fmt::format("cannot create temporary file '{}'", tmp), errno);
+  try {
+    const std::string prefix = detail::le64(header.size()) + header;
+    write_all(f.fd, prefix.data(), prefix.size(), path, tmp);
+    for (const auto& nt : tensors)
+      detail::tensor_bytes(nt.second, [&](const void* p, std::size_t n) { write_all(f.fd, p, n, path, tmp); });
+    if (::fsync(f.fd) != 0) io_fail(path, fmt::format("cannot fsync temporary file '{}'", tmp), errno);
+    if (f.release_and_close() != 0) io_fail(path, fmt::format("cannot close temporary file '{}'", tmp), errno);
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      io_fail(path, fmt::format("cannot rename temporary file '{}' over it", tmp), errno);
+  } catch (...) {
+    if (f.fd >= 0) f.release_and_close();
+    ::unlink(tmp.c_str());
+    throw;
+  }
+
+  // The new file is in place; make the rename durable. Some file systems cannot fsync a
+  // directory (EINVAL, ENOTSUP): there is nothing more to do on those.
+  const std::string dir = parent_dir(path);
+  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.fd < 0) io_fail(path, fmt::format("saved, but cannot open directory '{}' to fsync it", dir), errno);
+  if (::fsync(d.fd) != 0 && errno != EINVAL && errno != ENOTSUP)
+    io_fail(path, fmt::format("saved, but cannot fsync directory '{}' (the rename may not survive a crash)", dir),
+            errno);
+}
+
+} // namespace headgrad::io

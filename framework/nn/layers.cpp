@@ -1,0 +1,46 @@
+#include "framework/nn/layers.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "framework/ops/nn_ops.hpp"
+#include "framework/ops/ops.hpp"
+
+namespace headgrad::nn {
+
+Linear::Linear(std::int64_t in, std::int64_t out, bool with_bias, Generator& gen, DType dtype)
+    : in_features(in), out_features(out) {
+  if (in <= 0 || out <= 0)
+    throw std::invalid_argument(fmt::format("Linear: in_features ({}) and out_features ({}) must be positive", in, out));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  weight = register_parameter("weight", Tensor::uniform({out, in}, -bound, bound, gen, dtype));
+  if (with_bias) bias = register_parameter("bias", Tensor::uniform({out}, -bound, bound, gen, dtype));
+}
+
+Tensor Linear::forward(const Tensor& x) const { return ops::linear(x, weight, bias); }
+
+LayerNorm::LayerNorm(std::int64_t dim, double eps_, DType dtype) : eps(eps_) {
+  if (dim <= 0) throw std::invalid_argument(fmt::format("LayerNorm: dim ({}) must be positive", dim));
+  weight = register_parameter("weight", Tensor::ones({dim}, dtype));
+  bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const { return ops::layer_norm(x, weight, bias, eps); }
+
+Embedding::Embedding(std::int64_t num, std::int64_t dim, Generator& gen, DType dtype) {
+  if (num <= 0 || dim <= 0)
+    throw std::invalid_argument(fmt::format("Embedding: num ({}) and dim ({}) must be positive", num, dim));
+  weight = register_parameter("weight", Tensor::normal({num, dim}, 0.0, 1.0, gen, dtype));
+}
+
+Tensor Embedding::forward(const Tensor& tokens) const { return ops::embedding(weight, tokens); }
+
+Dropout::Dropout(double p_, std::uint64_t seed) : p(p_), gen(seed) {
+  if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument(fmt::format("Dropout: p = {} is outside [0, 1)", p));
+}
+
+Tensor Dropout::forward(const Tensor& x) { return ops::dropout(x, p, training(), gen); }
+
+Tensor ReLU::forward(const Tensor& x) const { return ops::relu(x); }
+
+} // namespace headgrad::nn

@@ -1,0 +1,52 @@
+// layers.hpp - the basic layers: Linear, LayerNorm, Embedding, Dropout, ReLU.
+// Parameter names and shapes match PyTorch's, so a state_dict maps one to one.
+#pragma once
+#include <memory>
+
+#include "framework/nn/module.hpp"
+#include "framework/random.hpp"
+
+namespace headgrad::nn {
+
+// y = x W^T + b; weight (out, in), bias (out). PyTorch's default init: U(-1/sqrt(in), 1/sqrt(in))
+// for both (kaiming_uniform with a = sqrt(5) reduces to this bound).
+class Linear : public Module {
+public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Generator& gen, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) const; // (..., in) -> (..., out)
+  Tensor weight, bias;                   // bias undefined when bias = false
+  std::int64_t in_features, out_features;
+};
+
+// Normalises the last axis; learned weight (ones) and bias (zeros), eps 1e-5.
+class LayerNorm : public Module {
+public:
+  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) const;
+  Tensor weight, bias;
+  double eps;
+};
+
+// Rows of weight (num, dim) looked up by int64 tokens; N(0, 1) init as PyTorch.
+class Embedding : public Module {
+public:
+  Embedding(std::int64_t num, std::int64_t dim, Generator& gen, DType dtype = DType::f32);
+  Tensor forward(const Tensor& tokens) const; // (...) -> (..., dim)
+  Tensor weight;
+};
+
+// Inverted dropout, active in training mode only. Owns its generator (seeded) so runs repeat.
+class Dropout : public Module {
+public:
+  explicit Dropout(double p, std::uint64_t seed = 0);
+  Tensor forward(const Tensor& x);
+  double p;
+  Generator gen;
+};
+
+class ReLU : public Module {
+public:
+  Tensor forward(const Tensor& x) const;
+};
+
+} // namespace headgrad::nn

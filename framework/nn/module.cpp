@@ -1,0 +1,80 @@
+#include "framework/nn/module.hpp"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <map>
+
+#include "framework/autograd.hpp"
+
+namespace headgrad::nn {
+
+Tensor Module::register_parameter(std::string name, Tensor value) {
+  value.set_requires_grad(true);
+  params_.emplace_back(std::move(name), value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, NamedTensors& out) const {
+  for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::int64_t Module::num_parameters() const {
+  std::int64_t n = 0;
+  for (const auto& t : parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& t : parameters()) t.zero_grad();
+}
+
+void Module::load_parameters(const NamedTensors& values, const std::string& source) {
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : values) given[name] = &t;
+  const NamedTensors mine = named_parameters();
+  for (const auto& [name, p] : mine) {
+    auto it = given.find(name);
+    if (it == given.end())
+      throw std::invalid_argument(fmt::format("{}: missing parameter '{}' (expected shape {})", source, name, p.shape()));
+    const Tensor& v = *it->second;
+    if (!(v.shape() == p.shape()))
+      throw std::invalid_argument(fmt::format("{}: parameter '{}' has shape {} but the model expects {}", source, name,
+                                              v.shape(), p.shape()));
+    if (!is_float(v.dtype()))
+      throw std::invalid_argument(fmt::format("{}: parameter '{}' has dtype {}, expected a float type", source, name,
+                                              dtype_name(v.dtype())));
+  }
+  if (given.size() != mine.size()) {
+    std::map<std::string, bool> known;
+    for (const auto& [name, p] : mine) known[name] = true;
+    for (const auto& [name, t] : values)
+      if (!known.count(name)) throw std::invalid_argument(fmt::format("{}: unexpected parameter '{}' (shape {})", source, name, t.shape()));
+    throw std::invalid_argument(fmt::format("{}: a parameter name appears twice", source));
+  }
+  // Checked everything first: a refused file changes nothing.
+  NoGradGuard ng;
+  for (const auto& [name, p] : mine) {
+    Tensor v = given[name]->to(p.dtype()).contiguous();
+    std::memcpy(p.raw(), v.raw(), static_cast<std::size_t>(p.numel()) * dtype_size(p.dtype()));
+  }
+}
+
+} // namespace headgrad::nn

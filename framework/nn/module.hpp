@@ -1,0 +1,52 @@
+// module.hpp - the Module base: parameters by dotted name (like a PyTorch state_dict), in
+// registration order (own parameters first, then children in order), train/eval, zero_grad.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/tensor.hpp"
+
+namespace headgrad::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  NamedTensors named_parameters() const; // "W_q.weight", "blks.0.ffn.dense1.bias", ...
+  std::vector<Tensor> parameters() const;
+  std::int64_t num_parameters() const;   // total element count
+
+  void train(bool on = true);            // this module and every child
+  void eval() { train(false); }
+  bool training() const { return training_; }
+  void zero_grad();
+
+  // Copies values into the existing parameters (handles stay valid). Every parameter must be
+  // present with the same shape; extra names are refused. Errors are std::invalid_argument
+  // naming `source` (e.g. the file) and the offending parameter. Values of another float dtype
+  // are converted.
+  void load_parameters(const NamedTensors& values, const std::string& source);
+
+protected:
+  // Registers a parameter (a leaf that requires grad) and returns the same handle.
+  Tensor register_parameter(std::string name, Tensor value);
+  template <typename M> std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> m) {
+    children_.emplace_back(std::move(name), m);
+    return m;
+  }
+
+private:
+  void collect(const std::string& prefix, NamedTensors& out) const;
+  NamedTensors params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+} // namespace headgrad::nn

@@ -1,0 +1,101 @@
+// masked_softmax.cpp - d2l's masked_softmax (valid_lens), the causal form and a boolean key mask.
+// All three reduce the mask to "which keys does row r keep" and call the one fused kernel pair in
+// kernels/softmax.hpp; the backward is the plain softmax VJP, since masked entries have y = 0.
+#include <fmt/format.h>
+#include <vector>
+
+#include "framework/autograd.hpp"
+#include "framework/kernels/softmax.hpp"
+#include "framework/ops/nn_ops.hpp"
+#include "framework/ops/ops.hpp"
+
+namespace headgrad::ops {
+namespace {
+
+// Runs the kernel with per-row lengths and/or a per-element keep mask and records the backward.
+Tensor softmax_rows(const Tensor& x, const std::vector<std::int64_t>* lens, const std::vector<std::uint8_t>* keep,
+                    const char* name) {
+  ForwardTimer timer(name);
+  Tensor xc = x.contiguous();
+  Tensor out = new_tensor(x.shape(), x.dtype());
+  const std::int64_t cols = x.shape().back();
+  const std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+  dispatch_float(x.dtype(), name, [&]<typename T>() {
+    kernels::softmax_forward<T>(out.data<T>(), xc.data<T>(), lens ? lens->data() : nullptr,
+                                keep ? keep->data() : nullptr, rows, cols);
+  });
+  Tensor y = out.detach();
+  // forward:  y_i = exp(x_i) / sum_{j kept} exp(x_j) for kept i, y_i = 0 for masked i
+  // VJP:      dx_k += y_k (dy_k - sum_i dy_i y_i): masked k have y_k = 0, so dx_k = 0, and an
+  //           all-masked row has y = 0 and gets no gradient at all (no NaN, no uniform row).
+  // shapes:   x, y, dy, dx: (B, Tq, Tk) as (rows = B*Tq, cols = Tk)
+  return record(out, name, {x}, [y, rows, cols, name](Node& n, const Tensor& gy) {
+    Tensor gx = n.grad(0);
+    dispatch_float(gx.dtype(), name, [&]<typename T>() {
+      kernels::softmax_backward<T>(gx.data<T>(), gy.data<T>(), y.data<T>(), rows, cols);
+    });
+  });
+}
+
+} // namespace
+
+Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
+  if (!valid_lens.defined()) return softmax(x);
+  if (x.dim() != 3)
+    throw std::invalid_argument(fmt::format("masked_softmax: X must be (batch, queries, keys), got {}", x.shape()));
+  if (valid_lens.dtype() != DType::i64)
+    throw std::invalid_argument(fmt::format("masked_softmax: valid_lens must be int64, got {} of shape {}",
+                                            dtype_name(valid_lens.dtype()), valid_lens.shape()));
+  const std::int64_t B = x.shape()[0], Tq = x.shape()[1], Tk = x.shape()[2];
+  const bool per_batch = valid_lens.dim() == 1 && valid_lens.shape()[0] == B;
+  const bool per_query = valid_lens.dim() == 2 && valid_lens.shape()[0] == B && valid_lens.shape()[1] == Tq;
+  if (!per_batch && !per_query)
+    throw std::invalid_argument(fmt::format("masked_softmax: valid_lens shape {} fits neither (batch) = [{}] nor "
+                                            "(batch, queries) = [{}, {}] for X of shape {}",
+                                            valid_lens.shape(), B, B, Tq, x.shape()));
+  const std::vector<std::int64_t> v = valid_lens.to_int_vector();
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] < 0 || v[i] > Tk)
+      throw std::invalid_argument(fmt::format("masked_softmax: valid_lens[{}] = {} is outside [0, {}] (X shape {})", i,
+                                              v[i], Tk, x.shape()));
+  std::vector<std::int64_t> lens(static_cast<std::size_t>(B * Tq));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t q = 0; q < Tq; ++q)
+      lens[static_cast<std::size_t>(b * Tq + q)] = v[static_cast<std::size_t>(per_batch ? b : b * Tq + q)];
+  return softmax_rows(x, &lens, nullptr, "masked_softmax");
+}
+
+Tensor causal_softmax(const Tensor& x) {
+  if (x.dim() < 2)
+    throw std::invalid_argument(fmt::format("causal_softmax: X must be (..., queries, keys), got {}", x.shape()));
+  const std::int64_t Tq = x.shape()[x.dim() - 2], Tk = x.shape().back();
+  const std::int64_t rows = Tk == 0 ? 0 : x.numel() / Tk;
+  std::vector<std::int64_t> lens(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) lens[static_cast<std::size_t>(r)] = std::min(r % Tq + 1, Tk);
+  return softmax_rows(x, &lens, nullptr, "causal_softmax");
+}
+
+Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep) {
+  if (x.dim() != 3)
+    throw std::invalid_argument(fmt::format("masked_softmax_keep: X must be (batch, queries, keys), got {}", x.shape()));
+  if (keep.dtype() != DType::bool8)
+    throw std::invalid_argument(fmt::format("masked_softmax_keep: keep must be bool, got {} of shape {}",
+                                            dtype_name(keep.dtype()), keep.shape()));
+  const std::int64_t B = x.shape()[0], Tq = x.shape()[1], Tk = x.shape()[2];
+  const bool per_batch = keep.dim() == 2 && keep.shape() == Dims{B, Tk};
+  const bool full = keep.dim() == 3 && keep.shape() == x.shape();
+  if (!per_batch && !full)
+    throw std::invalid_argument(fmt::format("masked_softmax_keep: keep shape {} fits neither (batch, keys) = [{}, {}] "
+                                            "nor X's shape {}",
+                                            keep.shape(), B, Tk, x.shape()));
+  const std::vector<std::int64_t> k = keep.to_int_vector();
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(B * Tq * Tk));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t q = 0; q < Tq; ++q)
+      for (std::int64_t j = 0; j < Tk; ++j)
+        mask[static_cast<std::size_t>((b * Tq + q) * Tk + j)] =
+            k[static_cast<std::size_t>(per_batch ? b * Tk + j : (b * Tq + q) * Tk + j)] != 0;
+  return softmax_rows(x, nullptr, &mask, "masked_softmax_keep");
+}
+
+} // namespace headgrad::ops

@@ -1,0 +1,53 @@
+// nn_ops.hpp - the fused ops that attention and training are built from. Each is one forward
+// kernel and one backward kernel (see framework/ops/DERIVATIVES.md for the formulas).
+#pragma once
+#include <cstdint>
+
+#include "framework/tensor.hpp"
+
+namespace headgrad {
+class Generator;
+}
+
+namespace headgrad::ops {
+
+// ---- masked softmax (masked_softmax.cpp) ------------------------------------------------------
+// Softmax over the last axis of x (B, Tq, Tk), d2l's masked_softmax:
+//   valid_lens undefined : no mask
+//   valid_lens (B)       : keys j >= valid_lens[b] get weight 0, for every query of batch row b
+//   valid_lens (B, Tq)   : keys j >= valid_lens[b, q] get weight 0 (one length per query)
+// A length of 0 gives an all-zero row with zero gradient (d2l's -1e6 fill would instead give a
+// uniform row; for lengths >= 1 both agree to float precision). Lengths must be int64 in
+// [0, Tk]; anything else throws std::invalid_argument.
+Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens = Tensor());
+// Causal: query i sees keys j <= i (x is (..., Tq, Tk); row i keeps min(i + 1, Tk) keys).
+Tensor causal_softmax(const Tensor& x);
+// Boolean key mask, keep: bool8 (B, Tk) or (B, Tq, Tk); TRUE MEANS KEEP (attend), false masks.
+Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep);
+
+// ---- linear (linear.cpp) ----------------------------------------------------------------------
+// y = x W^T + b for x (..., in), weight (out, in), bias (out) or undefined. One gemm each way,
+// transposition by BLAS flags.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- layer norm (layer_norm.cpp) --------------------------------------------------------------
+// y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as PyTorch).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+
+// ---- dropout (dropout.cpp) --------------------------------------------------------------------
+// Inverted dropout: each element is zeroed with probability p and the rest scaled by 1/(1-p).
+// Identity when !training or p == 0. p must be in [0, 1).
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// Dropout with a given keep mask (0/1 values, x's shape) - the deterministic core, gradchecked.
+Tensor dropout_with_mask(const Tensor& x, const Tensor& mask, double p);
+
+// ---- cross-entropy (cross_entropy.cpp) --------------------------------------------------------
+// Fused log-softmax + negative log-likelihood over logits (..., V) with int64 targets (...).
+// Positions where `mask` is 0 carry no loss; the mean is over the counted positions only (not
+// the padded length). mask: undefined (all count), or (...) of any dtype (nonzero = counts).
+// Returns a scalar. Targets must be in [0, V) at counted positions.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& mask = Tensor());
+// mask (B, T) from valid_lens (B): position t counts when t < valid_lens[b].
+Tensor sequence_mask(const Tensor& valid_lens, std::int64_t max_len);
+
+} // namespace headgrad::ops

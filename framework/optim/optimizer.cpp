@@ -1,0 +1,172 @@
+#include "framework/optim/optimizer.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <numbers>
+
+namespace headgrad::optim {
+namespace {
+
+// Looks up `name` in a state list; checks shape and dtype; copies into `dst`.
+void restore(const nn::NamedTensors& state, const std::string& name, const Tensor& dst, const std::string& source) {
+  for (const auto& [n, t] : state)
+    if (n == name) {
+      if (!(t.shape() == dst.shape()) || t.dtype() != dst.dtype())
+        throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is {} {}, expected {} {}", source, name,
+                                                t.shape(), dtype_name(t.dtype()), dst.shape(),
+                                                dtype_name(dst.dtype())));
+      Tensor c = t.contiguous();
+      std::memcpy(dst.raw(), c.raw(), static_cast<std::size_t>(dst.numel()) * dtype_size(dst.dtype()));
+      return;
+    }
+  throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is missing", source, name));
+}
+
+std::int64_t restore_step(const nn::NamedTensors& state, const std::string& source) {
+  for (const auto& [n, t] : state)
+    if (n == "step") {
+      if (t.dtype() != DType::i64 || t.numel() != 1)
+        throw std::invalid_argument(fmt::format("{}: optimizer state 'step' must be one int64", source));
+      return t.to_int_vector()[0];
+    }
+  throw std::invalid_argument(fmt::format("{}: optimizer state 'step' is missing", source));
+}
+
+} // namespace
+
+void Optimizer::zero_grad() {
+  for (auto& [name, p] : params_) p.zero_grad();
+}
+
+SGD::SGD(nn::NamedTensors params, SGDOptions opt) : Optimizer(std::move(params)), opt_(opt) {
+  lr_ = opt.lr;
+  for (auto& [name, p] : params_) buf_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+}
+
+void SGD::step() {
+  ++t_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_float(p.dtype(), "SGD", [&]<typename T>() {
+      T* w = p.data<T>();
+      const T* gr = g.data<T>();
+      T* b = buf_[i].data<T>();
+      const T lr = static_cast<T>(lr_), wd = static_cast<T>(opt_.weight_decay), mom = static_cast<T>(opt_.momentum);
+      for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
+        T d = gr[k] + wd * w[k];
+        if (mom != T(0)) {
+          b[k] = t_ == 1 ? d : mom * b[k] + d;
+          d = b[k];
+        }
+        w[k] -= lr * d;
+      }
+    });
+  }
+}
+
+nn::NamedTensors SGD::state() const {
+  nn::NamedTensors s{{"step", Tensor::from_ints({t_}, {})}};
+  for (std::size_t i = 0; i < params_.size(); ++i) s.emplace_back("momentum_buffer." + params_[i].first, buf_[i]);
+  return s;
+}
+
+void SGD::load_state(const nn::NamedTensors& state, const std::string& source) {
+  const std::int64_t step = restore_step(state, source);
+  for (std::size_t i = 0; i < params_.size(); ++i) restore(state, "momentum_buffer." + params_[i].first, buf_[i], source);
+  t_ = step;
+}
+
+Adam::Adam(nn::NamedTensors params, AdamOptions opt) : Optimizer(std::move(params)), opt_(opt) {
+  lr_ = opt.lr;
+  for (auto& [name, p] : params_) {
+    m_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+    v_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+  }
+}
+
+void Adam::step() {
+  ++t_;
+  const double bc1 = 1.0 - std::pow(opt_.beta1, static_cast<double>(t_));
+  const double bc2 = 1.0 - std::pow(opt_.beta2, static_cast<double>(t_));
+  const double step_size = lr_ / bc1;
+  const double bc2_sqrt = std::sqrt(bc2);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_float(p.dtype(), "Adam", [&]<typename T>() {
+      T* w = p.data<T>();
+      const T* gr = g.data<T>();
+      T* m = m_[i].data<T>();
+      T* v = v_[i].data<T>();
+      const T b1 = static_cast<T>(opt_.beta1), b2 = static_cast<T>(opt_.beta2), eps = static_cast<T>(opt_.eps);
+      const T wd = static_cast<T>(opt_.weight_decay), ss = static_cast<T>(step_size);
+      const T bcs = static_cast<T>(bc2_sqrt);
+      const T decay = static_cast<T>(1.0 - lr_ * opt_.weight_decay);
+      const bool decoupled = opt_.decoupled;
+      for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
+        T d = gr[k];
+        if (decoupled) w[k] *= decay;   // AdamW: decay the weight itself
+        else d += wd * w[k];            // Adam: L2 penalty folded into the gradient
+        m[k] = b1 * m[k] + (T(1) - b1) * d;
+        v[k] = b2 * v[k] + (T(1) - b2) * d * d;
+        w[k] -= ss * m[k] / (std::sqrt(v[k]) / bcs + eps);
+      }
+    });
+  }
+}
+
+nn::NamedTensors Adam::state() const {
+  nn::NamedTensors s{{"step", Tensor::from_ints({t_}, {})}};
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    s.emplace_back("exp_avg." + params_[i].first, m_[i]);
+    s.emplace_back("exp_avg_sq." + params_[i].first, v_[i]);
+  }
+  return s;
+}
+
+void Adam::load_state(const nn::NamedTensors& state, const std::string& source) {
+  const std::int64_t step = restore_step(state, source);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    restore(state, "exp_avg." + params_[i].first, m_[i], source);
+    restore(state, "exp_avg_sq." + params_[i].first, v_[i], source);
+  }
+  t_ = step;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  double sq = 0;
+  for (const auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
+      const T* d = g.data<T>();
+      for (std::int64_t i = 0, n = g.numel(); i < n; ++i) sq += static_cast<double>(d[i]) * static_cast<double>(d[i]);
+    });
+  }
+  const double norm = std::sqrt(sq);
+  if (!std::isfinite(norm) || norm <= max_norm) return norm;
+  const double scale = max_norm / (norm + 1e-6); // PyTorch's clip_grad_norm_ uses the same 1e-6
+  for (const auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
+      T* d = g.data<T>();
+      for (std::int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= static_cast<T>(scale);
+    });
+  }
+  return norm;
+}
+
+double LrSchedule::at(std::int64_t step) const {
+  if (warmup > 0 && step <= warmup) return base_lr * static_cast<double>(step) / static_cast<double>(warmup);
+  if (!cosine) return base_lr;
+  const double span = static_cast<double>(std::max<std::int64_t>(total - warmup, 1));
+  const double progress = std::min(1.0, static_cast<double>(step - warmup) / span);
+  return base_lr * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+}
+
+} // namespace headgrad::optim

@@ -1,0 +1,83 @@
+// optimizer.hpp - SGD (momentum, weight decay), Adam and AdamW with PyTorch's update rules,
+// global-norm gradient clipping, and the learning-rate schedule.
+//
+// Update rules (torch.optim, foreach=False, step t starting at 1):
+//   SGD:   g = grad + wd * p;  buf = momentum * buf + g (buf = g at t = 1);  p -= lr * buf
+//   Adam:  g = grad + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//          p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+//   AdamW: p *= 1 - lr * wd, then Adam's step with wd = 0 (decoupled weight decay)
+// The Adam update is one fused loop per parameter (no temporaries).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/nn/module.hpp"
+
+namespace headgrad::optim {
+
+class Optimizer {
+public:
+  explicit Optimizer(nn::NamedTensors params) : params_(std::move(params)) {}
+  virtual ~Optimizer() = default;
+  virtual void step() = 0; // uses each parameter's grad; parameters without grad are skipped
+  void zero_grad();
+  void set_lr(double lr) { lr_ = lr; }
+  double lr() const { return lr_; }
+  std::int64_t steps() const { return t_; }
+  // Optimizer state as named tensors (for checkpoints), e.g. "exp_avg.blks.0.ffn.dense1.weight",
+  // plus "step" (int64). load_state refuses missing/mismatched entries with invalid_argument.
+  virtual nn::NamedTensors state() const = 0;
+  virtual void load_state(const nn::NamedTensors& state, const std::string& source) = 0;
+  const nn::NamedTensors& params() const { return params_; }
+
+protected:
+  nn::NamedTensors params_;
+  double lr_ = 1e-3;
+  std::int64_t t_ = 0;
+};
+
+struct SGDOptions {
+  double lr = 1e-2, momentum = 0.0, weight_decay = 0.0;
+};
+class SGD : public Optimizer {
+public:
+  SGD(nn::NamedTensors params, SGDOptions opt);
+  void step() override;
+  nn::NamedTensors state() const override;
+  void load_state(const nn::NamedTensors& state, const std::string& source) override;
+private:
+  SGDOptions opt_;
+  std::vector<Tensor> buf_; // momentum buffers, allocated on first step
+};
+
+struct AdamOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled = false; // true: AdamW
+};
+class Adam : public Optimizer {
+public:
+  Adam(nn::NamedTensors params, AdamOptions opt);
+  void step() override;
+  nn::NamedTensors state() const override;
+  void load_state(const nn::NamedTensors& state, const std::string& source) override;
+private:
+  AdamOptions opt_;
+  std::vector<Tensor> m_, v_;
+};
+
+// Scales every gradient by min(1, max_norm / total_norm) where total_norm is the L2 norm of all
+// gradients together. Returns total_norm (before clipping); NaN/Inf norms are returned as is.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// Linear warmup from 0 to base_lr over `warmup` steps, then constant or cosine decay to 0 at
+// `total` steps. step counts from 1.
+struct LrSchedule {
+  double base_lr = 1e-3;
+  std::int64_t warmup = 0, total = 1;
+  bool cosine = false;
+  double at(std::int64_t step) const;
+};
+
+} // namespace headgrad::optim

@@ -1,1 +1,0 @@
-namespace headgrad { int models_placeholder_ = 0; }

@@ -1,0 +1,502 @@
+#!/usr/bin/python3
+"""Generate the PyTorch golden fixtures that headgrad's C++ tests compare against.
+
+Run by hand from the repository root with the Debian PyTorch (1.13):
+
+    /usr/bin/python3 tests/reference/make_fixtures.py
+
+It writes tests/reference/fixtures/*.safetensors. CI has no torch: the generated files are
+committed and the C++ tests only read them. Everything is seeded, so running it again produces
+byte-identical files (same torch build, CPU). See tests/reference/README.md for the contents.
+
+The safetensors format is written by hand (torch 1.13 has no safetensors package):
+  8-byte little-endian u64 N | N bytes of JSON header (space padded to a multiple of 8) | data
+  header = {"__metadata__": {str: str}, name: {"dtype": "F32"|"F64"|"I64", "shape": [...],
+            "data_offsets": [begin, end]}, ...}
+  offsets are relative to the start of the data section; tensors are packed back to back with
+  no gaps, in header order (the order the tensors are listed below).
+"""
+import copy
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT_DIR = os.path.join(HERE, "fixtures")
+MAX_FILE_BYTES = 100 * 1024
+
+torch.set_num_threads(1)  # deterministic reduction order on CPU
+
+# --------------------------------------------------------------------------------------------
+# safetensors writer / reader
+# --------------------------------------------------------------------------------------------
+_DTYPES = {torch.float32: ("F32", "<f4"), torch.float64: ("F64", "<f8"), torch.int64: ("I64", "<i8")}
+_NP_OF = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}
+
+
+def write_safetensors(path, tensors, metadata):
+    """tensors: list of (name, torch.Tensor) in the order they are stored."""
+    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
+    blobs = []
+    offset = 0
+    seen = set()
+    for name, t in tensors:
+        assert name not in seen, f"duplicate tensor name {name}"
+        seen.add(name)
+        t = t.detach().cpu().contiguous()
+        dt, npdt = _DTYPES[t.dtype]
+        raw = t.numpy().astype(npdt, copy=False).tobytes(order="C")
+        header[name] = {"dtype": dt, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hjson += b" " * ((8 - len(hjson) % 8) % 8)  # pad so the data section starts 8-aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hjson)))
+        f.write(hjson)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    """Independent little reader: returns (ordered list of (name, np.ndarray), metadata)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    (n,) = struct.unpack("<Q", buf[:8])
+    header = json.loads(buf[8:8 + n].decode("utf-8"))
+    data = buf[8 + n:]
+    meta = header.pop("__metadata__", {})
+    out = []
+    expect = 0
+    for name, info in header.items():  # json.loads keeps file order
+        b, e = info["data_offsets"]
+        assert b == expect, f"{path}: {name} starts at {b}, expected {expect} (gap/overlap)"
+        npdt = np.dtype(_NP_OF[info["dtype"]])
+        count = int(np.prod(info["shape"])) if info["shape"] else 1
+        assert e - b == count * npdt.itemsize, f"{path}: {name} byte size mismatch"
+        arr = np.frombuffer(data[b:e], dtype=npdt).reshape(info["shape"])
+        out.append((name, arr))
+        expect = e
+    assert expect == len(data), f"{path}: trailing bytes after last tensor"
+    return out, meta
+
+
+def save_and_verify(filename, tensors, metadata):
+    path = os.path.join(OUT_DIR, filename)
+    write_safetensors(path, tensors, metadata)
+    size = os.path.getsize(path)
+    assert size < MAX_FILE_BYTES, f"{filename} is {size} bytes (limit {MAX_FILE_BYTES})"
+    back, meta = read_safetensors(path)
+    assert [n for n, _ in back] == [n for n, _ in tensors], "name/order mismatch after reload"
+    assert meta == {str(k): str(v) for k, v in metadata.items()}
+    print(f"\n== {filename}  ({size} bytes, {len(back)} tensors)")
+    for (name, arr), (_, t) in zip(back, tensors):
+        ref = t.detach().cpu().contiguous().numpy()
+        assert arr.dtype == ref.dtype.newbyteorder("<") or arr.dtype == ref.dtype, (name, arr.dtype, ref.dtype)
+        assert tuple(arr.shape) == tuple(ref.shape), (name, arr.shape, ref.shape)
+        assert arr.tobytes() == ref.astype(arr.dtype).tobytes(), f"{name}: bytes differ after reload"
+        assert np.all(np.isfinite(arr)) if arr.dtype.kind == "f" else True, f"{name} not finite"
+        print(f"   {name:<40s} {_NP_OF_INV[arr.dtype.str]:<4s} {str(list(arr.shape)):<14s}")
+    for k, v in meta.items():
+        print(f"   meta {k} = {v}")
+
+
+_NP_OF_INV = {"<f4": "F32", "<f8": "F64", "<i8": "I64"}
+
+
+def common_meta(**kw):
+    m = {"generator": "tests/reference/make_fixtures.py", "torch_version": torch.__version__}
+    m.update(kw)
+    return m
+
+
+# --------------------------------------------------------------------------------------------
+# d2l reference code (verbatim semantics from d2l.ai, chapter "Attention Mechanisms")
+# --------------------------------------------------------------------------------------------
+def sequence_mask(X, valid_len, value=0):
+    """Set X[i, j] = value for every j >= valid_len[i]. X: (rows, cols), valid_len: (rows,)."""
+    maxlen = X.size(1)
+    mask = torch.arange((maxlen), dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
+    X[~mask] = value
+    return X
+
+
+def masked_softmax(X, valid_lens):
+    """d2l: softmax over the last axis after filling positions >= valid_len with -1e6.
+    X: 3-D (B, Q, K); valid_lens: None, (B,) (one length per batch row, shared by all Q), or (B, Q)."""
+    if valid_lens is None:
+        return nn.functional.softmax(X, dim=-1)
+    else:
+        shape = X.shape
+        if valid_lens.dim() == 1:
+            valid_lens = torch.repeat_interleave(valid_lens, shape[1])
+        else:
+            valid_lens = valid_lens.reshape(-1)
+        X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
+        return nn.functional.softmax(X.reshape(shape), dim=-1)
+
+
+class DotProductAttention(nn.Module):
+    def __init__(self, dropout, **kwargs):
+        super(DotProductAttention, self).__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+
+    # queries: (B, Q, d), keys: (B, K, d), values: (B, K, v), valid_lens: (B,) or (B, Q)
+    def forward(self, queries, keys, values, valid_lens=None):
+        d = queries.shape[-1]
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+def transpose_qkv(X, num_heads):
+    # (B, T, H*dh) -> (B, T, H, dh) -> (B, H, T, dh) -> (B*H, T, dh)
+    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
+    X = X.permute(0, 2, 1, 3)
+    return X.reshape(-1, X.shape[2], X.shape[3])
+
+
+def transpose_output(X, num_heads):
+    # (B*H, T, dh) -> (B, H, T, dh) -> (B, T, H, dh) -> (B, T, H*dh)
+    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])
+    X = X.permute(0, 2, 1, 3)
+    return X.reshape(X.shape[0], X.shape[1], -1)
+
+
+class MultiHeadAttention(nn.Module):  # seed 000 / d2l
+    def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):
+        super(MultiHeadAttention, self).__init__(**kwargs)
+        self.num_heads = num_heads
+        self.attention = DotProductAttention(dropout)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    def forward(self, queries, keys, values, valid_lens):
+        queries = transpose_qkv(self.W_q(queries), self.num_heads)
+        keys = transpose_qkv(self.W_k(keys), self.num_heads)
+        values = transpose_qkv(self.W_v(values), self.num_heads)
+        if valid_lens is not None:
+            # Copy item 0 num_heads times, then item 1, ...: row b*H + h belongs to batch b, head h,
+            # which is exactly the row order transpose_qkv produces.
+            valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
+        output = self.attention(queries, keys, values, valid_lens)
+        output_concat = transpose_output(output, self.num_heads)
+        return self.W_o(output_concat)
+
+
+class SeedMultiHeadAttention(nn.Module):  # seed 004, verbatim
+    def __init__(self, embed_dim, num_heads):
+        super(SeedMultiHeadAttention, self).__init__()
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        assert self.head_dim * num_heads == embed_dim, "embed_dim must be divisible by num_heads"
+        self.query = nn.Linear(embed_dim, embed_dim)
+        self.key = nn.Linear(embed_dim, embed_dim)
+        self.value = nn.Linear(embed_dim, embed_dim)
+        self.out = nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, x):
+        batch_size = x.size(0)
+        Q = self.query(x).view(batch_size, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        K = self.key(x).view(batch_size, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        V = self.value(x).view(batch_size, -1, self.num_heads, self.head_dim).transpose(1, 2)
+        attention_scores = torch.matmul(Q, K.transpose(-2, -1)) / (self.head_dim ** 0.5)
+        attention_scores = F.softmax(attention_scores, dim=-1)
+        attention_output = torch.matmul(attention_scores, V).transpose(1, 2).contiguous().view(batch_size, -1, self.embed_dim)
+        output = self.out(attention_output)
+        return output
+
+
+class PositionalEncoding(nn.Module):  # d2l
+    def __init__(self, num_hiddens, dropout, max_len=1000):
+        super(PositionalEncoding, self).__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.P = torch.zeros((1, max_len, num_hiddens))  # plain attribute: not in the state_dict
+        X = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1) / torch.pow(
+            10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)
+        self.P[:, :, 0::2] = torch.sin(X)
+        self.P[:, :, 1::2] = torch.cos(X)
+
+    def forward(self, X):
+        X = X + self.P[:, :X.shape[1], :].to(X.device, X.dtype)
+        return self.dropout(X)
+
+
+class PositionWiseFFN(nn.Module):  # d2l
+    def __init__(self, ffn_num_input, ffn_num_hiddens, ffn_num_outputs, **kwargs):
+        super(PositionWiseFFN, self).__init__(**kwargs)
+        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)
+        self.relu = nn.ReLU()
+        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
+
+    def forward(self, X):
+        return self.dense2(self.relu(self.dense1(X)))
+
+
+class AddNorm(nn.Module):  # d2l
+    def __init__(self, normalized_shape, dropout, **kwargs):
+        super(AddNorm, self).__init__(**kwargs)
+        self.dropout = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(normalized_shape)  # eps 1e-5
+
+    def forward(self, X, Y):
+        return self.ln(self.dropout(Y) + X)
+
+
+class EncoderBlock(nn.Module):  # d2l
+    def __init__(self, key_size, query_size, value_size, num_hiddens, norm_shape, ffn_num_input,
+                 ffn_num_hiddens, num_heads, dropout, use_bias=False, **kwargs):
+        super(EncoderBlock, self).__init__(**kwargs)
+        self.attention = MultiHeadAttention(key_size, query_size, value_size, num_hiddens, num_heads, dropout, use_bias)
+        self.addnorm1 = AddNorm(norm_shape, dropout)
+        self.ffn = PositionWiseFFN(ffn_num_input, ffn_num_hiddens, num_hiddens)
+        self.addnorm2 = AddNorm(norm_shape, dropout)
+
+    def forward(self, X, valid_lens):
+        Y = self.addnorm1(X, self.attention(X, X, X, valid_lens))
+        return self.addnorm2(Y, self.ffn(Y))
+
+
+class ReferenceModel(nn.Module):
+    """d2l TransformerEncoder + an output Linear. Blocks are named blks.0, blks.1, ... (d2l itself
+    names them blks.block0; the brief asks for the integer names, so nn.Sequential's defaults)."""
+
+    def __init__(self, vocab, d, heads, layers, ffn, dropout):
+        super().__init__()
+        self.num_hiddens = d
+        self.embedding = nn.Embedding(vocab, d)
+        self.pos_encoding = PositionalEncoding(d, dropout)
+        self.blks = nn.Sequential(*[EncoderBlock(d, d, d, d, [d], d, ffn, heads, dropout, False) for _ in range(layers)])
+        self.dense = nn.Linear(d, vocab)
+
+    def forward(self, tokens, valid_lens):
+        X = self.pos_encoding(self.embedding(tokens) * math.sqrt(self.num_hiddens))
+        for blk in self.blks:
+            X = blk(X, valid_lens)
+        return self.dense(X)
+
+
+def masked_mean_ce(logits, targets, valid_lens):
+    """sum over b, j < valid_lens[b] of -log softmax(logits[b, j])[targets[b, j]] / #valid positions."""
+    B, T, V = logits.shape
+    nll = F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T), reduction="none").reshape(B, T)
+    mask = (torch.arange(T)[None, :] < valid_lens[:, None]).to(logits.dtype)
+    return (nll * mask).sum() / mask.sum()
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures
+# --------------------------------------------------------------------------------------------
+def fixture_masked_softmax():
+    g = torch.Generator().manual_seed(1001)
+    X = torch.randn(2, 3, 5, generator=g)
+    grad_output = torch.randn(2, 3, 5, generator=g)
+    vl1 = torch.tensor([2, 4], dtype=torch.int64)
+    vl2 = torch.tensor([[1, 3, 5], [2, 4, 1]], dtype=torch.int64)
+    outs, grads = {}, {}
+    for tag, vl in (("nomask", None), ("1d", vl1), ("2d", vl2)):
+        x = X.clone().requires_grad_(True)
+        # d2l's sequence_mask writes in place into a reshape (a view); do it on a non-leaf copy.
+        y = masked_softmax(x * 1.0, vl)
+        (y * grad_output).sum().backward()
+        outs[tag], grads[tag] = y.detach(), x.grad.detach()
+    # sanity: masked entries are exactly 0 in y and in the gradient (exp(-1e6 - max) underflows)
+    lens_1d = vl1[:, None, None].expand(2, 3, 5)
+    lens_2d = vl2[:, :, None].expand(2, 3, 5)
+    col = torch.arange(5)[None, None, :]
+    for tag, lens in (("1d", lens_1d), ("2d", lens_2d)):
+        assert torch.all(outs[tag][col >= lens] == 0) and torch.all(grads[tag][col >= lens] == 0)
+    tensors = [("X", X), ("valid_lens_1d", vl1), ("valid_lens_2d", vl2), ("grad_output", grad_output),
+               ("y_nomask", outs["nomask"]), ("y_1d", outs["1d"]), ("y_2d", outs["2d"]),
+               ("grad.X_nomask", grads["nomask"]), ("grad.X_1d", grads["1d"]), ("grad.X_2d", grads["2d"])]
+    save_and_verify("masked_softmax.safetensors", tensors,
+                    common_meta(seed="1001", op="d2l masked_softmax over the last axis, mask fill -1e6",
+                                grad="grad.X_* = d/dX sum(y_* * grad_output)"))
+
+
+def fixture_mha_d2l(filename, lens2d, seed):
+    B, Tq, Tk, H = 2, 4, 6, 2
+    key_size, query_size, value_size, num_hiddens = 5, 6, 7, 8
+    torch.manual_seed(seed)
+    net = MultiHeadAttention(key_size, query_size, value_size, num_hiddens, H, 0.0, bias=False)
+    net.eval()
+    g = torch.Generator().manual_seed(seed + 1)
+    queries = torch.randn(B, Tq, query_size, generator=g).requires_grad_(True)
+    keys = torch.randn(B, Tk, key_size, generator=g).requires_grad_(True)
+    values = torch.randn(B, Tk, value_size, generator=g).requires_grad_(True)
+    grad_output = torch.randn(B, Tq, num_hiddens, generator=g)
+    if lens2d:
+        valid_lens = torch.randint(1, Tk + 1, (B, Tq), generator=g, dtype=torch.int64)
+    else:
+        valid_lens = torch.tensor([3, 2], dtype=torch.int64)
+    params = [(n, p.detach().clone()) for n, p in net.named_parameters()]
+    output = net(queries, keys, values, valid_lens)
+    attw = net.attention.attention_weights.detach().reshape(B, H, Tq, Tk)  # row b*H+h -> [b, h]
+    (output * grad_output).sum().backward()
+
+    # sanity: weights are 0 beyond each row's length, and reproduce the output
+    lens_bq = valid_lens[:, None].expand(B, Tq) if not lens2d else valid_lens
+    col = torch.arange(Tk)[None, None, None, :]
+    assert torch.all(attw[(col >= lens_bq[:, None, :, None]).expand(B, H, Tq, Tk)] == 0)
+    with torch.no_grad():
+        V = net.W_v(values).reshape(B, Tk, H, -1).permute(0, 2, 1, 3)  # (B, H, Tk, dh)
+        o = (attw @ V).permute(0, 2, 1, 3).reshape(B, Tq, num_hiddens)
+        assert torch.allclose(net.W_o(o), output, atol=1e-6)
+
+    tensors = [("queries", queries.detach()), ("keys", keys.detach()), ("values", values.detach()),
+               ("valid_lens", valid_lens)]
+    tensors += params
+    tensors += [("grad_output", grad_output), ("output", output.detach()), ("attention_weights", attw),
+                ("grad.queries", queries.grad), ("grad.keys", keys.grad), ("grad.values", values.grad)]
+    tensors += [("grad." + n, p.grad.detach()) for n, p in net.named_parameters()]
+    save_and_verify(filename, tensors,
+                    common_meta(seed=str(seed), module="d2l MultiHeadAttention (seed 000)",
+                                key_size=key_size, query_size=query_size, value_size=value_size,
+                                num_hiddens=num_hiddens, num_heads=H, dropout=0, bias="False",
+                                valid_lens="(B,)" if not lens2d else "(B,Tq)",
+                                attention_weights="d2l (B*H,Tq,Tk) reshaped to (B,H,Tq,Tk)",
+                                grad="grad.* = d/d* sum(output * grad_output)"))
+
+
+def fixture_mha_self():
+    B, T, E, H = 2, 5, 8, 2
+    seed = 3001
+    torch.manual_seed(seed)
+    net = SeedMultiHeadAttention(E, H)
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(B, T, E, generator=g).requires_grad_(True)
+    grad_output = torch.randn(B, T, E, generator=g)
+    params = [(n, p.detach().clone()) for n, p in net.named_parameters()]
+    output = net(x)
+    (output * grad_output).sum().backward()
+    # Attention weights: recomputed from the same module and input, exactly as forward() does.
+    with torch.no_grad():
+        hd = net.head_dim
+        Q = net.query(x).view(B, -1, H, hd).transpose(1, 2)
+        K = net.key(x).view(B, -1, H, hd).transpose(1, 2)
+        V = net.value(x).view(B, -1, H, hd).transpose(1, 2)
+        attw = F.softmax(torch.matmul(Q, K.transpose(-2, -1)) / (hd ** 0.5), dim=-1)
+        o = net.out(torch.matmul(attw, V).transpose(1, 2).contiguous().view(B, -1, E))
+        assert torch.equal(o, output.detach()), "recomputed attention does not reproduce the output"
+    tensors = [("x", x.detach())] + params
+    tensors += [("grad_output", grad_output), ("output", output.detach()), ("attention_weights", attw),
+                ("grad.x", x.grad)]
+    tensors += [("grad." + n, p.grad.detach()) for n, p in net.named_parameters()]
+    save_and_verify("mha_self.safetensors", tensors,
+                    common_meta(seed=str(seed), module="seed 004 MultiHeadAttention(embed_dim, num_heads)",
+                                embed_dim=E, num_heads=H, head_dim=E // H, bias="True", mask="none",
+                                attention_weights="softmax(Q K^T / sqrt(head_dim)), (B,H,T,T), recomputed",
+                                grad="grad.* = d/d* sum(output * grad_output)"))
+
+
+def fixture_train_step():
+    V, d, heads, layers, ffn, B, T = 11, 16, 2, 2, 32, 3, 7
+    lr, betas, eps = 1e-2, (0.9, 0.999), 1e-8
+    seed = 4001
+    torch.manual_seed(seed)
+    model = ReferenceModel(V, d, heads, layers, ffn, 0.0)
+    with torch.no_grad():  # non-trivial LayerNorm affine parameters
+        for name, p in model.named_parameters():
+            if ".ln.weight" in name:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            elif ".ln.bias" in name:
+                p.copy_(0.1 * torch.randn_like(p))
+    model.eval()  # dropout is 0 anyway
+
+    g = torch.Generator().manual_seed(seed + 1)
+    valid_lens = torch.tensor([7, 4, 5], dtype=torch.int64)
+    tokens = torch.randint(1, V, (B, T), generator=g, dtype=torch.int64)
+    targets = torch.zeros(B, T, dtype=torch.int64)
+    for b in range(B):
+        L = int(valid_lens[b])
+        tokens[b, L:] = 0
+        targets[b, :L] = torch.sort(tokens[b, :L]).values
+
+    names = [n for n, _ in model.named_parameters()]
+    params0 = [(n, p.detach().clone()) for n, p in model.named_parameters()]
+
+    # float64 shadow (not stored): reports float32 round-off so tolerances can be chosen
+    model64 = copy.deepcopy(model).double()
+
+    logits = model(tokens, valid_lens)
+    loss = masked_mean_ce(logits, targets, valid_lens)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps, weight_decay=0.0,
+                           amsgrad=False, foreach=False)
+    opt.zero_grad()
+    loss.backward()
+    grads = [(n, p.grad.detach().clone()) for n, p in model.named_parameters()]
+    opt.step()
+    updated = [(n, p.detach().clone()) for n, p in model.named_parameters()]
+
+    # hand-written Adam step 1 must match torch's
+    for (n, p0), (_, gr), (_, p1) in zip(params0, grads, updated):
+        m = (1 - betas[0]) * gr
+        v = (1 - betas[1]) * gr * gr
+        denom = v.sqrt() / math.sqrt(1 - betas[1]) + eps
+        mine = p0 - (lr / (1 - betas[0])) * m / denom
+        assert torch.allclose(mine, p1, atol=1e-7, rtol=0), n
+
+    logits64 = model64(tokens, valid_lens)
+    loss64 = masked_mean_ce(logits64, targets, valid_lens)
+    loss64.backward()
+    print("\n-- train_step float32 vs float64 (max |diff|), for choosing tolerances:")
+    print(f"   logits {(logits.detach().double() - logits64.detach()).abs().max().item():.3e}"
+          f"   loss {abs(loss.item() - loss64.item()):.3e}")
+    worst = max(((gr.double() - p.grad).abs().max().item(), n)
+                for (n, gr), p in zip(grads, model64.parameters()))
+    print(f"   worst grad {worst[0]:.3e} ({worst[1]})")
+    upd_diff = 0.0
+    for (n, p0), (_, p1), p64 in zip(params0, updated, model64.parameters()):
+        g64 = p64.grad
+        u64 = p0.double() - (lr / (1 - betas[0])) * ((1 - betas[0]) * g64) / (
+            ((1 - betas[1]) * g64 * g64).sqrt() / math.sqrt(1 - betas[1]) + eps)
+        upd_diff = max(upd_diff, (p1.double() - u64).abs().max().item())
+    print(f"   updated (float32 step vs Adam on float64 grads) {upd_diff:.3e}")
+    nz = min(gr[gr != 0].abs().min().item() for _, gr in grads)
+    print(f"   smallest nonzero |grad| {nz:.3e}")
+    tiny = [(n, int(((gr != 0) & (gr.abs() < 1e-6)).sum())) for n, gr in grads]
+    tiny = [t for t in tiny if t[1]]
+    print(f"   elements with 0 < |grad| < 1e-6 (Adam update ill-conditioned there): {tiny or 'none'}")
+    zero = [(n, int((gr == 0).sum())) for n, gr in grads if int((gr == 0).sum())]
+    print(f"   exactly-zero gradient elements: {zero}")
+
+    pe = model.pos_encoding.P[0, :T, :].clone()
+    tensors = [("tokens", tokens), ("valid_lens", valid_lens), ("targets", targets), ("pos_encoding", pe),
+               ("logits", logits.detach()), ("loss", loss.detach())]
+    tensors += [("param." + n, p) for n, p in params0]
+    tensors += [("grad." + n, gr) for n, gr in grads]
+    tensors += [("updated." + n, p) for n, p in updated]
+    save_and_verify("train_step.safetensors", tensors,
+                    common_meta(seed=str(seed), vocab=V, d_model=d, heads=heads, layers=layers, ffn=ffn,
+                                batch=B, seq_len=T, dropout=0, max_len=1000, layernorm_eps=1e-5,
+                                optimizer="torch.optim.Adam single step (step=1)", lr=lr,
+                                beta1=betas[0], beta2=betas[1], adam_eps=eps, weight_decay=0,
+                                loss="cross-entropy summed over positions j < valid_lens[b], divided by sum(valid_lens)",
+                                loss_shape="()", param_names=",".join(names),
+                                task="sort: targets = valid prefix of tokens sorted ascending, 0 at padding"))
+
+
+def main():
+    if sys.version_info < (3, 7):
+        raise SystemExit("needs python >= 3.7 (ordered dicts)")
+    os.makedirs(OUT_DIR, exist_ok=True)
+    fixture_masked_softmax()
+    fixture_mha_d2l("mha_d2l.safetensors", lens2d=False, seed=2001)
+    fixture_mha_d2l("mha_d2l_lens2d.safetensors", lens2d=True, seed=2101)
+    fixture_mha_self()
+    fixture_train_step()
+    print("\nall fixtures written to", os.path.relpath(OUT_DIR))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+// Contract tests for the tape (framework/autograd.hpp): accumulation, reuse, errors, no_grad,
+// detach, explicit upstream gradients, long chains, and freeing the graph.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "framework/autograd.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/random.hpp"
+#include "train/gradcheck_table.hpp"
+
+using namespace headgrad;
+
+namespace {
+
+Tensor leaf(const std::vector<double>& v, const Dims& s) {
+  Tensor t = Tensor::from(v, s, DType::f64);
+  t.set_requires_grad(true);
+  return t;
+}
+
+Tensor randn(const Dims& s, std::uint64_t seed) {
+  Generator g(seed);
+  return Tensor::normal(s, 0.0, 1.0, g, DType::f64);
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(got[i] == doctest::Approx(want[i]).epsilon(tol), "at " << i);
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+template <typename F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("autograd: gradients accumulate across backward() calls until zero_grad()") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  CHECK_FALSE(x.grad().defined());
+  ops::sum(ops::mul(x, x)).backward(); // d/dx sum x^2 = 2x
+  check_close(x.grad().to_vector(), {2, 4, 6});
+  ops::sum(ops::mul_scalar(x, 3.0)).backward(); // a fresh graph: + 3
+  check_close(x.grad().to_vector(), {5, 7, 9});
+  x.zero_grad();
+  CHECK_FALSE(x.grad().defined());
+  ops::sum(x).backward();
+  check_close(x.grad().to_vector(), {1, 1, 1});
+  // the gradient buffer is contiguous, in x's shape and dtype
+  CHECK(x.grad().shape() == x.shape());
+  CHECK(x.grad().dtype() == DType::f64);
+  CHECK(x.grad().is_contiguous());
+  CHECK_FALSE(x.grad().requires_grad());
+}
+
+TEST_CASE("autograd: a node used twice gets both contributions") {
+  SUBCASE("y = x*x + x") {
+    Tensor x = leaf({-1.5, 0.5, 2}, {3});
+    ops::sum(ops::add(ops::mul(x, x), x)).backward(); // 2x + 1
+    check_close(x.grad().to_vector(), {-2, 2, 5});
+  }
+  SUBCASE("diamond: a = exp(x); b = 2a; c = 3a; d = b * c") {
+    Tensor x = leaf({0.1, -0.3}, {2});
+    Tensor a = ops::exp(x);
+    Tensor d = ops::mul(ops::mul_scalar(a, 2.0), ops::mul_scalar(a, 3.0)); // 6 e^{2x}
+    ops::sum(d).backward();
+    check_close(x.grad().to_vector(), {12 * std::exp(0.2), 12 * std::exp(-0.6)});
+  }
+  SUBCASE("an intermediate consumed by three ops, one of them a view") {
+    Tensor x = leaf({1, 2, 3, 4}, {2, 2});
+    Tensor h = ops::mul_scalar(x, 2.0);
+    Tensor y = ops::add(ops::add(h, ops::transpose(h, 0, 1)), ops::neg(h)); // h^T
+    ops::sum(y).backward();
+    check_close(x.grad().to_vector(), {2, 2, 2, 2});
+  }
+  SUBCASE("concat of the same tensor with itself") {
+    Tensor x = leaf({1, 2}, {2});
+    ops::sum(ops::mul(ops::concat({x, x, x}, 0), ops::concat({x, x, x}, 0))).backward(); // 3 * 2x
+    check_close(x.grad().to_vector(), {6, 12});
+  }
+}
+
+TEST_CASE("autograd: backward on a tensor that needs no grad throws logic_error saying what to do") {
+  Tensor x = Tensor::from({1, 2}, {2}, DType::f64);
+  Tensor y = ops::sum(ops::mul(x, x));
+  CHECK_FALSE(y.requires_grad());
+  CHECK_THROWS_AS(y.backward(), std::logic_error);
+  const std::string msg = error_of([&] { y.backward(); });
+  CHECK(contains(msg, "does not require grad"));
+  CHECK(contains(msg, "set_requires_grad"));
+  // and a non-scalar without an upstream gradient
+  Tensor z = ops::mul_scalar(leaf({1, 2}, {2}), 2.0);
+  const std::string msg2 = error_of([&] { z.backward(); });
+  CHECK(contains(msg2, "[2]"));
+  CHECK(contains(msg2, "backward(grad)"));
+  CHECK_THROWS_AS(z.backward(), std::logic_error);
+  // integer tensors cannot require grad; non-leaves cannot change requires_grad
+  Tensor i = Tensor::from_ints({1, 2}, {2});
+  CHECK_THROWS_AS(i.set_requires_grad(true), std::invalid_argument);
+  CHECK_THROWS_AS(z.set_requires_grad(false), std::logic_error);
+}
+
+TEST_CASE("autograd: backward twice on one graph needs retain_graph") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  SUBCASE("without retain_graph the second call throws, naming retain_graph") {
+    Tensor y = ops::sum(ops::exp(x));
+    y.backward();
+    const auto g1 = x.grad().to_vector();
+    CHECK_THROWS_AS(y.backward(), std::logic_error);
+    CHECK(contains(error_of([&] { y.backward(); }), "retain_graph"));
+    check_close(x.grad().to_vector(), g1); // the failed call changed nothing
+  }
+  SUBCASE("an intermediate of a freed graph throws too") {
+    Tensor h = ops::exp(x);
+    Tensor y = ops::sum(ops::mul(h, h));
+    y.backward();
+    Tensor y2 = ops::sum(h); // new root, but h's node was freed by the first backward
+    CHECK_THROWS_AS(y2.backward(), std::logic_error);
+    CHECK(contains(error_of([&] { y2.backward(); }), "retain_graph"));
+  }
+  SUBCASE("with retain_graph=true the second call works and gradients double") {
+    Tensor y = ops::sum(ops::mul(ops::exp(x), x)); // d/dx x e^x = (1 + x) e^x
+    y.backward(/*retain_graph=*/true);
+    const auto g1 = x.grad().to_vector();
+    check_close(g1, {2 * std::exp(1.0), 3 * std::exp(2.0), 4 * std::exp(3.0)});
+    y.backward();
+    check_close(x.grad().to_vector(), {2 * g1[0], 2 * g1[1], 2 * g1[2]});
+    CHECK_THROWS_AS(y.backward(), std::logic_error); // the second call did not retain
+  }
+}
+
+TEST_CASE("autograd: NoGradGuard records nothing") {
+  Tensor x = leaf({1, 2}, {2});
+  {
+    NoGradGuard ng;
+    CHECK_FALSE(grad_enabled());
+    Tensor y = ops::exp(ops::mul(x, x));
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.is_leaf()); // no grad_fn
+    CHECK(y.impl()->grad_fn == nullptr);
+    Tensor z = ops::matmul(ops::reshape(x, {1, 2}), ops::reshape(x, {2, 1}));
+    CHECK_FALSE(z.requires_grad());
+    {
+      NoGradGuard nested;
+      CHECK_FALSE(grad_enabled());
+    }
+    CHECK_FALSE(grad_enabled()); // the nested guard restored "off", not "on"
+    CHECK_THROWS_AS(ops::sum(y).backward(), std::logic_error);
+  }
+  CHECK(grad_enabled());
+  Tensor y = ops::exp(x);
+  CHECK(y.requires_grad());
+  CHECK_FALSE(y.is_leaf());
+  CHECK_FALSE(x.grad().defined()); // nothing reached x
+}
+
+TEST_CASE("autograd: detach() cuts the graph and shares data") {
+  Tensor x = leaf({0.5, 1.5}, {2});
+  Tensor e = ops::exp(x);
+  Tensor d = e.detach();
+  CHECK_FALSE(d.requires_grad());
+  CHECK(d.is_leaf());
+  CHECK(d.raw() == e.raw());
+  ops::sum(ops::mul(d, x)).backward(); // d/dx (stop_grad(e^x) * x) = e^x, not (1 + x) e^x
+  check_close(x.grad().to_vector(), {std::exp(0.5), std::exp(1.5)});
+}
+
+TEST_CASE("autograd: backward with an explicit upstream gradient") {
+  Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor y = ops::mul(x, x); // (2, 3), not a scalar
+  y.backward(Tensor::from({1, 0, -1, 2, 0.5, 0}, {2, 3}, DType::f64), true);
+  check_close(x.grad().to_vector(), {2, 0, -6, 16, 5, 0}); // 2 x g
+  // a non-contiguous upstream gradient is read in logical order
+  x.zero_grad();
+  Tensor g = Tensor::from({1, 2, 0, 0, 0, 0}, {3, 2}, DType::f64).transpose(0, 1); // [[1,0,0],[2,0,0]]
+  y.backward(g, true);
+  check_close(x.grad().to_vector(), {2, 0, 0, 16, 0, 0});
+  // shape mismatch: invalid_argument naming both shapes
+  const std::string msg = error_of([&] { y.backward(Tensor::ones({3, 2}, DType::f64), true); });
+  CHECK(contains(msg, "[3, 2]"));
+  CHECK(contains(msg, "[2, 3]"));
+  CHECK_THROWS_AS(y.backward(Tensor::ones({3, 2}, DType::f64), true), std::invalid_argument);
+  // dtype mismatch
+  CHECK_THROWS_AS(y.backward(Tensor::ones({2, 3}, DType::f32), true), std::invalid_argument);
+  CHECK(contains(error_of([&] { y.backward(Tensor::ones({2, 3}, DType::f32), true); }), "float32"));
+  // backward(g) on a leaf puts g in its grad
+  Tensor l = leaf({1, 2}, {2});
+  l.backward(Tensor::from({3, 4}, {2}, DType::f64));
+  check_close(l.grad().to_vector(), {3, 4});
+}
+
+TEST_CASE("autograd: a long chain does not overflow the stack") {
+  constexpr int kLen = 20000;
+  Tensor x = leaf({1.0, 2.0}, {2});
+  SUBCASE("backward through 20000 ops") {
+    Tensor y = x;
+    for (int i = 0; i < kLen; ++i) y = ops::add_scalar(y, 1e-4); // dy/dx = 1
+    Tensor z = y;
+    for (int i = 0; i < 100; ++i) z = ops::mul_scalar(z, 1.01);
+    ops::sum(z).backward();
+    const double want = std::pow(1.01, 100);
+    check_close(x.grad().to_vector(), {want, want}, 1e-10);
+    CHECK(y.to_vector()[0] == doctest::Approx(1.0 + kLen * 1e-4));
+  }
+  SUBCASE("a chain dropped without backward is destroyed") {
+    Tensor y = x;
+    for (int i = 0; i < kLen; ++i) y = ops::add_scalar(y, 1e-4);
+    y = Tensor(); // frees 20000 nodes
+    CHECK(x.grad().defined() == false);
+  }
+  SUBCASE("a chain kept by retain_graph is destroyed") {
+    Tensor y = x;
+    for (int i = 0; i < kLen; ++i) y = ops::mul_scalar(y, 1.0);
+    Tensor s = ops::sum(y);
+    s.backward(true);
+    check_close(x.grad().to_vector(), {1, 1});
+    y = Tensor();
+    s = Tensor();
+  }
+}
+
+TEST_CASE("autograd: backward kernels accumulate into an existing gradient (every gradcheck row)") {
+  // dlib's test_layer contract: run backward once to pre-fill each leaf's gradient, then again on
+  // a fresh graph; a kernel that writes (=) instead of adding (+=) leaves g1 instead of 2 g1.
+  for (const auto& c : op_gradcheck_cases()) {
+    std::vector<Tensor> xs = c.make_inputs();
+    for (auto& t : xs)
+      if (is_float(t.dtype())) t.set_requires_grad(true);
+    const Tensor y0 = c.fn(xs);
+    const Tensor R = randn(y0.shape(), 99);
+    c.fn(xs).backward(R);
+    std::vector<std::vector<double>> g1;
+    for (auto& t : xs) g1.push_back(t.grad().defined() ? t.grad().to_vector() : std::vector<double>());
+    c.fn(xs).backward(R);
+    for (std::size_t k = 0; k < xs.size(); ++k) {
+      if (!is_float(xs[k].dtype())) {
+        CHECK_FALSE(xs[k].grad().defined());
+        continue;
+      }
+      REQUIRE_MESSAGE(xs[k].grad().defined(), c.name);
+      const auto g2 = xs[k].grad().to_vector();
+      REQUIRE(g2.size() == g1[k].size());
+      bool ok = true;
+      for (std::size_t i = 0; i < g2.size(); ++i) ok = ok && std::abs(g2[i] - 2 * g1[k][i]) <= 1e-12 * (1 + std::abs(g2[i]));
+      CHECK_MESSAGE(ok, c.name << ": input " << k << " did not accumulate");
+    }
+  }
+}
+
+TEST_CASE("autograd: the graph is freed after backward") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  std::weak_ptr<TensorImpl> h_weak, s_weak;
+  Tensor loss;
+  {
+    Tensor h = ops::exp(x);
+    Tensor s = ops::softmax(h); // keeps its output
+    h_weak = h.impl_ptr();
+    s_weak = s.impl_ptr();
+    loss = ops::sum(ops::mul(s, h));
+  } // the user dropped h and s; the graph still holds them
+  CHECK_FALSE(h_weak.expired());
+  CHECK_FALSE(s_weak.expired());
+  loss.backward();
+  CHECK(h_weak.expired());
+  CHECK(s_weak.expired());
+  CHECK(x.grad().defined()); // leaves keep their gradient
+  CHECK(loss.impl()->grad_fn != nullptr);
+  CHECK(loss.impl()->grad_fn->released);
+  CHECK(loss.impl()->grad_fn->inputs.empty());
+
+  SUBCASE("retain_graph keeps it until the last backward") {
+    Tensor x2 = leaf({1, 2}, {2});
+    std::weak_ptr<TensorImpl> w;
+    Tensor l2;
+    {
+      Tensor h = ops::tanh(x2);
+      w = h.impl_ptr();
+      l2 = ops::sum(ops::mul(h, h));
+    }
+    l2.backward(true);
+    CHECK_FALSE(w.expired());
+    l2.backward();
+    CHECK(w.expired());
+  }
+  SUBCASE("non-leaf gradients are not kept") {
+    Tensor x3 = leaf({1, 2}, {2});
+    Tensor h = ops::mul_scalar(x3, 2.0);
+    ops::sum(h).backward();
+    CHECK_FALSE(h.grad().defined());
+    CHECK(x3.grad().defined());
+  }
+  SUBCASE("dropping an unused graph frees it") {
+    std::weak_ptr<TensorImpl> w;
+    {
+      Tensor h = ops::exp(x);
+      Tensor l = ops::sum(h);
+      w = h.impl_ptr();
+    }
+    CHECK(w.expired());
+  }
+}
+
+TEST_CASE("autograd: ops on leaves that need no grad record nothing; mixed inputs record") {
+  Tensor a = Tensor::from({1, 2}, {2}, DType::f64);
+  Tensor b = leaf({3, 4}, {2});
+  Tensor y = ops::mul(a, b);
+  CHECK(y.requires_grad());
+  ops::sum(y).backward();
+  check_close(b.grad().to_vector(), {1, 2});
+  CHECK_FALSE(a.grad().defined());
+  Tensor z = ops::mul(a, a);
+  CHECK_FALSE(z.requires_grad());
+  CHECK(z.is_leaf());
+}

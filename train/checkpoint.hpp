@@ -1,0 +1,49 @@
+// checkpoint.hpp - saving and loading a training run: `model.safetensors` (parameters, names as a
+// PyTorch state_dict, run config in __metadata__) and `optimizer.safetensors` beside it (the
+// optimizer's state, so --resume continues exactly). Both are written atomically.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "data/tasks.hpp"
+#include "framework/optim/optimizer.hpp"
+#include "models/transformer.hpp"
+
+namespace headgrad::train {
+
+// Everything that defines a run, as stored in the checkpoint's metadata.
+struct RunConfig {
+  models::ModelConfig model;
+  data::TaskConfig task;
+  std::string optimizer = "adam"; // adam | adamw | sgd
+  double lr = 1e-3, weight_decay = 0.0, momentum = 0.9, clip = 1.0;
+  std::int64_t warmup = 100, steps = 0, batch = 64;
+  std::string schedule = "constant"; // constant | cosine
+  std::uint64_t seed = 0;
+};
+
+std::map<std::string, std::string> run_metadata(const RunConfig& cfg, std::int64_t step);
+// Reads a RunConfig and the step back; throws std::invalid_argument naming `source` and the key.
+RunConfig run_config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& source,
+                                   std::int64_t& step);
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& cfg, const nn::NamedTensors& params);
+
+// The optimizer file that belongs to a model checkpoint: DIR/optimizer.safetensors.
+std::string optimizer_path_for(const std::string& model_path);
+
+void save_checkpoint(const std::string& model_path, const models::SequenceModel& model,
+                     const optim::Optimizer* optimizer, const RunConfig& cfg, std::int64_t step);
+
+struct LoadedRun {
+  RunConfig config;
+  std::int64_t step = 0;
+  std::unique_ptr<models::SequenceModel> model;
+};
+// Loads and checks the model file (every parameter present with the right shape, nothing extra).
+LoadedRun load_model_checkpoint(const std::string& model_path);
+// Loads the optimizer state saved beside `model_path` into `optimizer`.
+void load_optimizer_state(const std::string& model_path, optim::Optimizer& optimizer);
+
+} // namespace headgrad::train

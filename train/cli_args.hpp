@@ -1,0 +1,53 @@
+// cli_args.hpp - a small, strict flag parser: --name VALUE or --name=VALUE, typed, with
+// defaults and help. Every error is one line naming the flag and the rule (CliError); main()
+// prints it and exits 2.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace headgrad::cli {
+
+struct CliError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Kind { integer, real, text, flag };
+
+struct FlagSpec {
+  std::string name;   // without dashes: "d-model"
+  Kind kind;
+  std::string def;    // default as text ("" = none); flags default to "false"
+  std::string help;
+  std::string metavar = "";
+};
+
+class Args {
+public:
+  Args(std::string command, std::vector<FlagSpec> specs) : command_(std::move(command)), specs_(std::move(specs)) {}
+  // Parses argv[first..argc). Throws CliError for unknown flags, missing or malformed values and
+  // positional arguments. --help sets help().
+  void parse(int argc, char** argv, int first);
+  bool help() const { return help_; }
+  std::string usage() const; // the --help text, listing every flag with its default
+
+  bool given(const std::string& name) const { return values_.count(name) > 0; } // set on the command line
+  std::string text(const std::string& name) const;
+  std::int64_t integer(const std::string& name) const;
+  double real(const std::string& name) const;
+  bool flag(const std::string& name) const;
+  // integer() that must be >= min: "--batch must be at least 1, got 0"
+  std::int64_t integer_at_least(const std::string& name, std::int64_t min) const;
+
+private:
+  const FlagSpec& spec(const std::string& name) const;
+  std::string raw(const std::string& name) const;
+  std::string command_;
+  std::vector<FlagSpec> specs_;
+  std::map<std::string, std::string> values_;
+  bool help_ = false;
+};
+
+} // namespace headgrad::cli

@@ -1,0 +1,287 @@
+#include "train/commands.hpp"
+
+#include <cblas.h>
+#include <chrono>
+#include <ctime>
+#include <fmt/format.h>
+#include <map>
+
+#include "framework/autograd.hpp"
+#include "framework/io/safetensors.hpp"
+#include "train/cli_args.hpp"
+#include "train/gradcheck_table.hpp"
+#include "train/runtime.hpp"
+#include "train/trainer.hpp"
+
+namespace headgrad::commands {
+namespace {
+
+using cli::CliError;
+using cli::Kind;
+
+std::vector<cli::FlagSpec> train_flags() {
+  const std::string cores = std::to_string(runtime::available_cores());
+  return {
+      {"task", Kind::text, "sort", "toy task: copy, reverse or sort", "NAME"},
+      {"steps", Kind::integer, "2000", "total optimizer steps (a resumed run continues up to this)"},
+      {"batch", Kind::integer, "64", "sequences per batch"},
+      {"d-model", Kind::integer, "64", "model width d"},
+      {"heads", Kind::integer, "4", "attention heads (must divide d-model)"},
+      {"layers", Kind::integer, "2", "encoder blocks"},
+      {"ffn", Kind::integer, "128", "hidden width of the position-wise FFN"},
+      {"max-len", Kind::integer, "16", "longest sequence = padded length T"},
+      {"min-len", Kind::integer, "4", "shortest sequence"},
+      {"vocab", Kind::integer, "16", "vocabulary size V (token 0 is padding)"},
+      {"lr", Kind::real, "0.001", "peak learning rate"},
+      {"optimizer", Kind::text, "adam", "adam, adamw or sgd", "NAME"},
+      {"weight-decay", Kind::real, "0", "weight decay (L2 for adam/sgd, decoupled for adamw)"},
+      {"momentum", Kind::real, "0.9", "SGD momentum"},
+      {"warmup", Kind::integer, "100", "linear warmup steps"},
+      {"schedule", Kind::text, "constant", "after warmup: constant or cosine", "NAME"},
+      {"clip", Kind::real, "1", "clip the global gradient norm to this (0: off)"},
+      {"dropout", Kind::real, "0", "dropout probability"},
+      {"seed", Kind::integer, "0", "seed for initialisation and batches"},
+      {"threads", Kind::integer, cores, "threads for BLAS and OpenMP together"},
+      {"eval-every", Kind::integer, "250", "evaluate on the held-out set every N steps (0: only at the end)"},
+      {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
+      {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
+      {"resume", Kind::text, "", "continue from this model.safetensors (its optimizer.safetensors beside it)", "CKPT"},
+      {"json", Kind::flag, "false", "print the summary as one JSON object on the last line"},
+      {"profile", Kind::flag, "false", "print time per op type, forward and backward"},
+      {"quiet", Kind::flag, "false", "no progress output"},
+  };
+}
+
+std::string default_out_dir(const std::string& task) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return fmt::format("runs/{}-{}", task, buf);
+}
+
+void print_profile() {
+  auto rows = profiler_report();
+  std::sort(rows.begin(), rows.end(), [](const OpProfile& a, const OpProfile& b) {
+    return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
+  });
+  double total = 0;
+  for (const auto& r : rows) total += r.forward_seconds + r.backward_seconds;
+  fmt::print("\n{:<22} {:>9} {:>11} {:>9} {:>11} {:>10} {:>7}\n", "op", "fwd calls", "fwd ms", "bwd calls", "bwd ms",
+             "total ms", "share");
+  for (const auto& r : rows)
+    fmt::print("{:<22} {:>9} {:>11.2f} {:>9} {:>11.2f} {:>10.2f} {:>6.1f}%\n", r.name, r.forward_calls,
+               r.forward_seconds * 1e3, r.backward_calls, r.backward_seconds * 1e3,
+               (r.forward_seconds + r.backward_seconds) * 1e3,
+               total > 0 ? 100.0 * (r.forward_seconds + r.backward_seconds) / total : 0.0);
+  fmt::print("{:<22} {:>9} {:>11} {:>9} {:>11} {:>10.2f}\n\n", "total (op time)", "", "", "", "", total * 1e3);
+}
+
+} // namespace
+
+int train(int argc, char** argv) {
+  cli::Args args("train", train_flags());
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
+               "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, model.safetensors, "
+               "optimizer.safetensors and attention.svg to --out.\n\nflags:\n{}",
+               args.usage());
+    return 0;
+  }
+  train::TrainOptions o;
+  train::RunConfig& c = o.run;
+  try {
+    c.task.task = data::parse_task(args.text("task"));
+  } catch (const std::invalid_argument& e) {
+    throw CliError(fmt::format("--task: {}", e.what()));
+  }
+  c.steps = args.integer_at_least("steps", 1);
+  c.batch = args.integer_at_least("batch", 1);
+  c.model.d_model = args.integer_at_least("d-model", 1);
+  c.model.heads = args.integer_at_least("heads", 1);
+  c.model.layers = args.integer_at_least("layers", 1);
+  c.model.ffn = args.integer_at_least("ffn", 1);
+  c.model.max_len = c.task.max_len = args.integer_at_least("max-len", 1);
+  c.task.min_len = args.integer_at_least("min-len", 1);
+  c.model.vocab = c.task.vocab = args.integer_at_least("vocab", 2);
+  c.lr = args.real("lr");
+  if (!(c.lr > 0)) throw CliError(fmt::format("--lr must be positive, got {}", c.lr));
+  c.optimizer = args.text("optimizer");
+  if (c.optimizer != "adam" && c.optimizer != "adamw" && c.optimizer != "sgd")
+    throw CliError(fmt::format("--optimizer must be adam, adamw or sgd, got '{}'", c.optimizer));
+  c.weight_decay = args.real("weight-decay");
+  if (c.weight_decay < 0) throw CliError(fmt::format("--weight-decay must be >= 0, got {}", c.weight_decay));
+  c.momentum = args.real("momentum");
+  if (c.momentum < 0 || c.momentum >= 1) throw CliError(fmt::format("--momentum must be in [0, 1), got {}", c.momentum));
+  c.warmup = args.integer_at_least("warmup", 0);
+  c.schedule = args.text("schedule");
+  if (c.schedule != "constant" && c.schedule != "cosine")
+    throw CliError(fmt::format("--schedule must be constant or cosine, got '{}'", c.schedule));
+  c.clip = args.real("clip");
+  if (c.clip < 0) throw CliError(fmt::format("--clip must be >= 0 (0 turns clipping off), got {}", c.clip));
+  c.model.dropout = args.real("dropout");
+  if (!(c.model.dropout >= 0 && c.model.dropout < 1))
+    throw CliError(fmt::format("--dropout must be in [0, 1), got {}", c.model.dropout));
+  c.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
+  o.threads = static_cast<int>(args.integer_at_least("threads", 1));
+  o.eval_every = args.integer_at_least("eval-every", 0);
+  o.save_every = args.integer_at_least("save-every", 0);
+  o.json = args.flag("json");
+  o.profile = args.flag("profile");
+  o.quiet = args.flag("quiet");
+  o.resume = args.text("resume");
+  if (c.model.d_model % c.model.heads != 0)
+    throw CliError(fmt::format("--d-model ({}) must be divisible by --heads ({})", c.model.d_model, c.model.heads));
+  if (c.task.min_len > c.task.max_len)
+    throw CliError(fmt::format("--min-len ({}) must not exceed --max-len ({})", c.task.min_len, c.task.max_len));
+  if (c.task.max_len > data::kMaxSeqLen)
+    throw CliError(fmt::format("--max-len must be at most {}, got {}", data::kMaxSeqLen, c.task.max_len));
+  if (c.task.task == data::Task::sort && c.task.vocab < 3)
+    throw CliError(fmt::format("--vocab must be at least 3 for sort (two distinct tokens besides padding), got {}",
+                               c.task.vocab));
+
+  if (!o.resume.empty()) {
+    // The checkpoint defines the run; flags that would change the model or the data must agree.
+    train::LoadedRun loaded = train::load_model_checkpoint(o.resume);
+    const train::RunConfig& k = loaded.config;
+    auto must_match = [&](const char* flag, auto given, auto stored) {
+      if (args.given(flag) && given != stored)
+        throw CliError(fmt::format("--{} {} differs from the checkpoint's {} ({}); drop the flag to resume", flag,
+                                   given, stored, o.resume));
+    };
+    must_match("task", std::string(data::task_name(c.task.task)), std::string(data::task_name(k.task.task)));
+    must_match("d-model", c.model.d_model, k.model.d_model);
+    must_match("heads", c.model.heads, k.model.heads);
+    must_match("layers", c.model.layers, k.model.layers);
+    must_match("ffn", c.model.ffn, k.model.ffn);
+    must_match("max-len", c.model.max_len, k.model.max_len);
+    must_match("min-len", c.task.min_len, k.task.min_len);
+    must_match("vocab", c.model.vocab, k.model.vocab);
+    must_match("batch", c.batch, k.batch);
+    must_match("seed", c.seed, k.seed);
+    must_match("optimizer", c.optimizer, k.optimizer);
+    const std::int64_t steps = args.given("steps") ? c.steps : k.steps;
+    c = k;
+    c.steps = steps;
+    if (c.steps <= loaded.step)
+      throw CliError(fmt::format("--steps {} is not beyond the checkpoint's step {}; ask for more steps to resume",
+                                 c.steps, loaded.step));
+  }
+  o.out_dir = args.given("out") ? args.text("out") : default_out_dir(data::task_name(c.task.task));
+  if (o.out_dir.empty()) throw CliError("--out needs a directory name");
+
+  const auto blas = runtime::blas_info();
+  const std::string notice = runtime::blas_core_notice();
+  if (!notice.empty()) fmt::print(stderr, "{}\n", notice);
+  if (!o.quiet && !o.json)
+    fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, vocab {}, len {}..{}, batch {}, {} lr {}, "
+               "{} steps{}\nBLAS: OpenBLAS core {}, {} threads; output in {}\n",
+               data::task_name(c.task.task), c.model.d_model, c.model.heads, c.model.layers, c.model.ffn,
+               c.model.vocab, c.task.min_len, c.task.max_len, c.batch, c.optimizer, c.lr, c.steps,
+               o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core, o.threads, o.out_dir);
+  train::install_interrupt_handler();
+  const train::TrainSummary s = train::train(o);
+  if (o.profile) print_profile();
+  fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}\n", s.steps,
+             s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
+             s.interrupted ? " (interrupted)" : "");
+  if (!o.json) fmt::print("wrote {}/metrics.csv, {}, {}/attention.svg\n", o.out_dir, s.checkpoint, o.out_dir);
+  if (o.json)
+    fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
+               "\"tokens_per_s\": {:.1f}, \"seconds\": {:.3f}, \"interrupted\": {}, \"out\": \"{}\"}}\n",
+               s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.seconds,
+               s.interrupted ? "true" : "false", o.out_dir);
+  return 0;
+}
+
+int eval(int argc, char** argv) {
+  cli::Args args("eval", {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train", "FILE"},
+                          {"count", Kind::integer, "1000", "held-out sequences to score"},
+                          {"examples", Kind::integer, "5", "examples to print"},
+                          {"threads", Kind::integer, std::to_string(runtime::available_cores()), "threads"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad eval --checkpoint FILE [flags]\n\nflags:\n{}", args.usage());
+    return 0;
+  }
+  if (args.text("checkpoint").empty()) throw CliError("--checkpoint FILE is required");
+  const std::int64_t count = args.integer_at_least("count", 1);
+  const std::int64_t examples = args.integer_at_least("examples", 0);
+  runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
+  train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
+  const data::Batch set = data::make_eval_set(run.config.task, count);
+  const train::EvalResult r = train::evaluate(*run.model, set);
+  fmt::print("checkpoint {} (task {}, step {}): held-out {} sequences: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n",
+             args.text("checkpoint"), data::task_name(run.config.task.task), run.step, count, r.loss, r.token_acc,
+             r.seq_acc);
+  if (examples > 0) {
+    NoGradGuard ng;
+    run.model->eval();
+    data::Batch b = data::slice_batch(set, 0, std::min(examples, count));
+    Tensor pred = data::argmax_last(run.model->forward(b.tokens, b.valid_lens));
+    const auto lens = b.valid_lens.to_int_vector();
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      const auto row = static_cast<std::int64_t>(i);
+      const std::string p = data::format_sequence(pred, row, lens[i]), t = data::format_sequence(b.targets, row, lens[i]);
+      fmt::print("  {}  ->  {}  (target {}){}\n", data::format_sequence(b.tokens, row, lens[i]), p, t,
+                 p == t ? "" : "  WRONG");
+    }
+  }
+  return 0;
+}
+
+int gradcheck(int argc, char** argv) {
+  cli::Args args("gradcheck", {{"filter", Kind::text, "", "only cases whose group or name contains this", "TEXT"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad gradcheck [--filter TEXT]\n\nChecks every op's and model's backward against central "
+               "differences in float64\n(eps 1e-6, atol 1e-5, rtol 1e-3) and prints one row per case.\n\nflags:\n{}",
+               args.usage());
+    return 0;
+  }
+  const std::string filter = args.text("filter");
+  const auto cases = all_gradcheck_cases();
+  fmt::print("{:<10} {:<40} {:<34} {:>11} {:>11}  {}\n", "group", "case", "shapes", "max abs err", "max rel err",
+             "result");
+  int failed = 0, run = 0;
+  for (const auto& c : cases) {
+    if (!filter.empty() && c.group.find(filter) == std::string::npos && c.name.find(filter) == std::string::npos)
+      continue;
+    ++run;
+    const GradcheckRow row = run_gradcheck_case(c);
+    if (!row.result.ok) ++failed;
+    fmt::print("{:<10} {:<40} {:<34} {:>11.2e} {:>11.2e}  {}\n", c.group, c.name, c.shapes, row.max_abs_err,
+               row.max_rel_err, row.result.ok ? "PASS" : "FAIL");
+    if (!row.result.ok) fmt::print("{}", row.result.summary());
+  }
+  fmt::print("{} cases, {} passed, {} failed\n", run, run - failed, failed);
+  return failed ? 1 : 0;
+}
+
+int info(int argc, char** argv) {
+  cli::Args args("info", {});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad info\n\nPrints the BLAS build, its active kernel, threads and CPU features.\n");
+    return 0;
+  }
+  const auto b = runtime::blas_info();
+  const char* env_core = std::getenv("OPENBLAS_CORETYPE");
+  fmt::print("BLAS vendor:     OpenBLAS\n");
+  fmt::print("BLAS config:     {}\n", b.config);
+  fmt::print("BLAS core:       {}{}\n", b.core,
+             env_core ? fmt::format(" (OPENBLAS_CORETYPE={}{})", env_core,
+                                    std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM") ? ", chosen by headgrad" : ", set by you")
+                      : "");
+  fmt::print("BLAS threads:    {}\n", b.blas_threads);
+  fmt::print("OpenMP threads:  {}\n", b.omp_threads);
+  fmt::print("CPU cores:       {}\n", b.cores);
+  fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
+  const std::string notice = runtime::blas_core_notice();
+  if (!notice.empty()) fmt::print("{}\n", notice);
+  return 0;
+}
+
+} // namespace headgrad::commands

@@ -1,1 +1,0 @@
-namespace headgrad { int train_placeholder_ = 0; }

@@ -1,0 +1,90 @@
+#include "train/runtime.hpp"
+
+#include <cblas.h>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <omp.h>
+#include <sched.h>
+#include <set>
+#include <unistd.h>
+
+namespace headgrad::runtime {
+
+CpuFeatures cpu_features() {
+  __builtin_cpu_init();
+  return CpuFeatures{__builtin_cpu_supports("sse3") != 0,     __builtin_cpu_supports("avx") != 0,
+                     __builtin_cpu_supports("avx2") != 0,     __builtin_cpu_supports("fma") != 0,
+                     __builtin_cpu_supports("avx512f") != 0,  __builtin_cpu_supports("avx512bw") != 0,
+                     __builtin_cpu_supports("avx512vl") != 0, __builtin_cpu_supports("avx512dq") != 0};
+}
+
+std::string CpuFeatures::str() const {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (on) s += s.empty() ? name : std::string(" ") + name;
+  };
+  add(sse3, "sse3");
+  add(avx, "avx");
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
+  return s;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+BlasInfo blas_info() {
+  return BlasInfo{openblas_get_config(), openblas_get_corename(), openblas_get_num_threads(), omp_get_max_threads(),
+                  available_cores()};
+}
+
+void set_threads(int n) {
+  if (n < 1) n = 1;
+  openblas_set_num_threads(n);
+  omp_set_num_threads(n);
+}
+
+std::string preferred_core(const std::string& active, const CpuFeatures& cpu) {
+  // OpenBLAS's generic x86-64 fallbacks: cores without AVX2 kernels.
+  static const std::set<std::string> fallback = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
+                                                 "Katmai",   "Coppermine", "Northwood", "Banias", "Atom",
+                                                 "Opteron",  "Opteron_SSE3", "Barcelona", "Bobcat", "Sandybridge"};
+  if (!fallback.count(active)) return "";
+  if (cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq) return "SkylakeX";
+  if (cpu.avx2 && cpu.fma) return "Haswell";
+  return "";
+}
+
+void maybe_reexec_with_better_blas_core(int /*argc*/, char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE")) return; // the user's choice stands
+  const char* off = std::getenv("HEADGRAD_BLAS_AUTOCORE");
+  if (off && std::string(off) == "0") return;
+  if (std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM")) return; // already re-executed once
+  const std::string active = openblas_get_corename();
+  const std::string want = preferred_core(active, cpu_features());
+  if (want.empty()) return;
+  setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
+  setenv("HEADGRAD_BLAS_AUTOCORE_FROM", active.c_str(), 1);
+  execv("/proc/self/exe", argv);
+  // exec failed: carry on with the fallback kernel, correct but slower
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv("HEADGRAD_BLAS_AUTOCORE_FROM");
+}
+
+std::string blas_core_notice() {
+  const char* from = std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM");
+  if (!from) return "";
+  return fmt::format("headgrad: OpenBLAS fell back to its {} kernel on this CPU; using {} instead "
+                     "(set OPENBLAS_CORETYPE to choose, HEADGRAD_BLAS_AUTOCORE=0 to keep the fallback)",
+                     from, openblas_get_corename());
+}
+
+} // namespace headgrad::runtime

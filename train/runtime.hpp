@@ -1,0 +1,39 @@
+// runtime.hpp - what the program runs on: BLAS build and kernel, threads, CPU features; the
+// thread setting shared by BLAS and OpenMP; and the start-up choice of OpenBLAS kernel.
+#pragma once
+#include <string>
+
+namespace headgrad::runtime {
+
+struct CpuFeatures {
+  bool sse3, avx, avx2, fma, avx512f, avx512bw, avx512vl, avx512dq;
+  std::string str() const; // "sse3 avx avx2 fma ..."
+};
+CpuFeatures cpu_features();
+
+struct BlasInfo {
+  std::string config;   // openblas_get_config(): version and build options
+  std::string core;     // openblas_get_corename(): the active kernel set
+  int blas_threads;
+  int omp_threads;
+  int cores;            // logical CPUs available to this process
+};
+BlasInfo blas_info();
+
+// Sets BLAS and OpenMP threads together (n >= 1), so they never oversubscribe each other:
+// BLAS threads run inside gemm calls, OpenMP threads in our row kernels, never at the same time.
+void set_threads(int n);
+int available_cores();
+
+// OpenBLAS picks its kernel when the library loads. If it fell back to a generic core (e.g.
+// Prescott) on a CPU that has AVX-512 or AVX2, and the user has not set OPENBLAS_CORETYPE, this
+// re-executes the program once with OPENBLAS_CORETYPE set to the matching kernel (SkylakeX or
+// Haswell). Never overrides a value the user set; HEADGRAD_BLAS_AUTOCORE=0 disables it. Returns
+// normally when nothing is to be done; on re-exec it does not return.
+void maybe_reexec_with_better_blas_core(int argc, char** argv);
+// The one line to print at start-up if the kernel was chosen for the user ("" otherwise).
+std::string blas_core_notice();
+// The kernel a fallback core should be replaced with on this CPU ("" if none is needed).
+std::string preferred_core(const std::string& active_core, const CpuFeatures& cpu);
+
+} // namespace headgrad::runtime

@@ -1,0 +1,56 @@
+// trainer.hpp - the training loop behind `headgrad train`: batches, forward, masked loss,
+// backward, clipping, optimizer step, progress, evaluation, metrics.csv, checkpoints and the
+// attention picture.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint.hpp"
+
+namespace headgrad::train {
+
+struct TrainOptions {
+  RunConfig run;
+  std::int64_t eval_every = 500;
+  std::int64_t save_every = 0;     // 0: save at each evaluation
+  std::int64_t eval_count = 1000;  // held-out sequences
+  std::string out_dir;             // created if missing
+  std::string resume;              // model.safetensors of an earlier run, or ""
+  int threads = 1;
+  bool json = false;
+  bool profile = false;
+  bool quiet = false;              // no progress lines (tests)
+  double stop_at_seq_acc = 2.0;    // stop early once held-out seq acc reaches this (> 1: never)
+};
+
+struct EvalResult {
+  double loss = 0, token_acc = 0, seq_acc = 0;
+};
+
+struct TrainSummary {
+  std::int64_t steps = 0;          // optimizer steps done in total (including resumed ones)
+  double loss = 0;                 // mean training loss over the last (up to) 50 steps
+  EvalResult eval;
+  double tokens_per_s = 0;         // (batch * max_len) positions per second of training time
+  double seconds = 0;              // wall time of this invocation's loop
+  bool interrupted = false;        // stopped by SIGINT (a checkpoint was saved)
+  std::vector<double> losses;      // every step's loss in this invocation (tests)
+  std::string checkpoint;          // path of the last saved model file
+};
+
+// Raised when the loss or a gradient is not finite: names the step and the first tensor.
+struct NonFiniteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set);
+TrainSummary train(const TrainOptions& options);
+
+// SIGINT sets a flag the loop checks between steps; the run saves a checkpoint and returns.
+void install_interrupt_handler();
+void request_stop(); // what the handler does; also for tests
+
+} // namespace headgrad::train
