@@ -37,7 +37,18 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
       xs.push_back(t);
     }
   }
-  Tensor y = fn(xs);
+  return gradcheck_leaves([&]() { return fn(xs); }, xs, opt);
+}
+
+GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const std::vector<Tensor>& xs,
+                                 const GradcheckOptions& opt) {
+  for (const auto& t : xs)
+    if (is_float(t.dtype()) && (t.dtype() != DType::f64 || !t.is_leaf() || !t.requires_grad() || !t.is_contiguous()))
+      throw std::invalid_argument(fmt::format("gradcheck_leaves: every float input must be a contiguous float64 leaf "
+                                              "that requires grad; got {} {}", t.shape(), dtype_name(t.dtype())));
+  for (const auto& t : xs)
+    if (t.defined() && is_float(t.dtype())) Tensor(t).zero_grad();
+  Tensor y = fn();
   if (!y.defined() || y.dtype() != DType::f64)
     throw std::invalid_argument("gradcheck: the function must return a float64 tensor for float64 inputs");
   Generator gen(opt.seed);
@@ -47,7 +58,7 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
 
   auto loss = [&]() {
     NoGradGuard ng;
-    const std::vector<double> v = fn(xs).to_vector();
+    const std::vector<double> v = fn().to_vector();
     double s = 0;
     for (std::size_t i = 0; i < v.size(); ++i) s += v[i] * r[i];
     return s;

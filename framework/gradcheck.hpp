@@ -46,4 +46,10 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
 
+// The same check over tensors the function reads by itself (a module's parameters, say):
+// `leaves` are contiguous float64 leaves that require grad, perturbed in place and restored;
+// non-float entries are reported unchecked. Their .grad() is reset first.
+GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const std::vector<Tensor>& leaves,
+                                 const GradcheckOptions& options = {});
+
 } // namespace headgrad

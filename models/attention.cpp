@@ -57,7 +57,9 @@ Tensor repeat_interleave(const Tensor& valid_lens, std::int64_t repeats) {
   return Tensor::from_ints(out, shape);
 }
 
-DotProductAttention::DotProductAttention(double p, std::uint64_t seed) : dropout(p, seed) {}
+DotProductAttention::DotProductAttention(double p, std::uint64_t seed) {
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p, seed));
+}
 
 Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
                                     const Tensor& valid_lens) {
@@ -74,7 +76,7 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   Tensor weights = ops::masked_softmax(scores, valid_lens);
   attention_weights = weights.detach();
   // (B', Tq, dv)
-  return ops::matmul(dropout.forward(weights), values);
+  return ops::matmul(dropout->forward(weights), values);
 }
 
 MultiHeadAttention::MultiHeadAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,

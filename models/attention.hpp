@@ -25,7 +25,7 @@ public:
   // queries (B', Tq, d), keys (B', Tk, d), values (B', Tk, dv), valid_lens undefined/(B')/(B', Tq)
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens = Tensor());
   Tensor attention_weights; // (B', Tq, Tk) from the last forward, detached (for inspection)
-  nn::Dropout dropout;
+  std::shared_ptr<nn::Dropout> dropout; // registered, so train()/eval() reach it
 };
 
 class MultiHeadAttention : public nn::Module {

@@ -7,8 +7,8 @@
 
 namespace headgrad::models {
 
-PositionalEncoding::PositionalEncoding(std::int64_t d, double p, std::int64_t max_len, std::uint64_t seed, DType dtype)
-    : dropout(p, seed) {
+PositionalEncoding::PositionalEncoding(std::int64_t d, double p, std::int64_t max_len, std::uint64_t seed, DType dtype) {
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p, seed));
   std::vector<double> table(static_cast<std::size_t>(max_len * d));
   for (std::int64_t i = 0; i < max_len; ++i)
     for (std::int64_t j = 0; j < d; j += 2) {
@@ -25,7 +25,7 @@ Tensor PositionalEncoding::forward(const Tensor& X) {
   if (X.dim() != 3 || X.shape()[2] != P.shape()[1] || X.shape()[1] > P.shape()[0])
     throw std::invalid_argument(fmt::format("PositionalEncoding: input {} does not fit the table {}", X.shape(),
                                             P.shape()));
-  return dropout.forward(X + P.slice(0, 0, X.shape()[1]));
+  return dropout->forward(X + P.slice(0, 0, X.shape()[1]));
 }
 
 PositionWiseFFN::PositionWiseFFN(std::int64_t d, std::int64_t f, std::int64_t d_out, Generator& gen, DType dtype) {

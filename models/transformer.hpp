@@ -17,7 +17,7 @@ public:
                      DType dtype = DType::f32);
   Tensor forward(const Tensor& X); // X (B, T, d) -> dropout(X + P[:T])
   Tensor P;                         // (max_len, d)
-  nn::Dropout dropout;
+  std::shared_ptr<nn::Dropout> dropout;
 };
 
 // dense2(relu(dense1(x))): (..., d) -> (..., ffn) -> (..., d)

@@ -86,6 +86,17 @@ Tensor exp_assign_op(const Tensor& x) {
   });
 }
 
+// softmax over the last axis whose backward adds NOTHING. Under L = sum(softmax(x)) that is the
+// right answer (each row sums to 1, a constant); only the random projection exposes it.
+Tensor softmax_no_backward_op(const Tensor& x) {
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = ops::softmax(x);
+  }
+  return record(out, "softmax_no_backward", {x}, [](Node& n, const Tensor&) { n.grad(0); });
+}
+
 } // namespace
 
 TEST_CASE("gradcheck api: a correct custom op passes") {
@@ -227,4 +238,17 @@ TEST_CASE("gradcheck api: a function must return a float64 tensor") {
   const GradcheckResult r = gradcheck([](const std::vector<Tensor>&) { return Tensor::ones({2}, DType::f64); }, {x});
   CHECK(r.ok);
   CHECK(r.inputs[0].max_abs_err == 0.0);
+}
+
+TEST_CASE("gradcheck api: NEGATIVE CONTROL - the random projection exposes what a plain sum hides") {
+  // With the plain sum as the loss, a softmax backward that does nothing looks right...
+  const Tensor x = randn({2, 4}, 15);
+  const GradcheckResult plain = gradcheck(
+      [](const std::vector<Tensor>& xs) { return ops::sum(softmax_no_backward_op(xs[0])); }, {x});
+  CHECK(plain.ok);
+  // ...but gradcheck projects the output on a random tensor, and then it fails.
+  const GradcheckResult projected =
+      gradcheck([](const std::vector<Tensor>& xs) { return softmax_no_backward_op(xs[0]); }, {x});
+  CHECK_FALSE(projected.ok);
+  CHECK(projected.inputs[0].max_abs_err > 1e-2);
 }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -287,7 +288,9 @@ TEST_CASE("safetensors: refuses a header that is not a JSON object") {
   CHECK_REFUSED(file_of("{\"a\":"), "header is not valid JSON: parse error");
   CHECK_REFUSED(file_of("{\"a\" 1}"), "header is not valid JSON");
   CHECK_REFUSED(file_of("{} x"), "header is not valid JSON"); // garbage after the object
-  CHECK_REFUSED(file_of(std::string("{}\0\0", 4)), "header is not valid JSON");  // NUL padding is not the spec's
+  // NUL padding is not the spec's; nlohmann alone would stop at the NUL and accept the rest.
+  CHECK_REFUSED(file_of(std::string("{}\0\0", 4)), "header is not valid JSON: NUL byte at offset 2");
+  CHECK_REFUSED(file_of(std::string("{}\0hidden payload", 17)), "header is not valid JSON: NUL byte at offset 2");
   CHECK_REFUSED(file_of("{\"\xff\":1}"), "header is not valid JSON"); // not UTF-8
   CHECK_REFUSED(file_of("{\"a\":NaN}"), "header is not valid JSON");
   CHECK_REFUSED(file_of("[1,2]"), "header must be a JSON object, got array");
@@ -433,6 +436,25 @@ TEST_CASE("safetensors: corrupted files are refused, never misread") {
     }
   }
   CHECK(refused > 1000); // most flips break something; the rest are harmless (a digit in a value)
+}
+
+TEST_CASE("safetensors: a header of 100k tensors parses in linear time") {
+  // nlohmann's DOM-with-callback parser rescans the parent object after each nested object: a
+  // quadratic trap for headers with many entries. 100k entries would take minutes that way.
+  const int n = 100000;
+  NamedTensors many;
+  many.reserve(n);
+  const Tensor empty = Tensor::zeros({0}, DType::f32), one = Tensor::ones({1}, DType::f32);
+  for (int i = 0; i < n; ++i) many.emplace_back(fmt::format("layer.{}.weight", i), i % 2 ? empty : one);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string bytes = encode_safetensors(many);
+  const SafetensorsFile f = parse(bytes);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MESSAGE("encode + parse of ", n, " tensors (", bytes.size(), " bytes): ", seconds, " s");
+  REQUIRE(f.tensors.size() == static_cast<std::size_t>(n));
+  CHECK(f.tensors[0].first == "layer.0.weight");
+  CHECK(f.tensors[n - 1].first == fmt::format("layer.{}.weight", n - 1));
+  CHECK(seconds < 30.0); // ~0.3 s in a release build; quadratic would be far beyond
 }
 
 TEST_CASE("safetensors: load errors name the path") {

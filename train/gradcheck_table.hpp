@@ -18,6 +18,9 @@ struct GradcheckCase {
   std::function<std::vector<Tensor>()> make_inputs;
   GradcheckFn fn;
   GradcheckOptions options = {};
+  // Cases that check tensors the function reads by itself (a module's weights) set this instead
+  // of make_inputs/fn; it builds everything and calls gradcheck_leaves.
+  std::function<GradcheckResult(const GradcheckOptions&)> run = nullptr;
 };
 
 std::vector<GradcheckCase> op_gradcheck_cases();    // gradcheck_ops.cpp

@@ -10,9 +10,11 @@
 //
 // Reading guarantees (a checkpoint or fixture may be truncated, corrupt or hostile):
 // - Every malformed input throws std::invalid_argument with one message "<file>: <problem>";
-//   nothing is read out of bounds, and nothing is allocated before the header has been checked
-//   against the file size (a header length of 2^63 is refused first; headers over 100 MB, the
-//   reference implementation's limit, are refused too). Tensor memory is bounded by the file size.
+//   nothing is read out of bounds. The header length is checked against the file size before
+//   the header is read (2^63 is refused before anything is allocated; so is anything over 100 MB,
+//   the reference implementation's limit), and the whole header is checked against the data size
+//   before any tensor is allocated: tensor memory is bounded by the file size, and parsing time
+//   and memory are linear in the header size.
 // - As the spec requires, the tensors must index the whole data buffer: no overlaps, no holes, no
 //   trailing bytes. Duplicate names (duplicate JSON keys anywhere) are refused.
 // - Readable dtypes: F32, F64, I64, BOOL (the framework's four). Other spec dtypes (F16, BF16,
@@ -29,7 +31,8 @@
 //   8 bytes so the data buffer starts 8-byte aligned, as the reference writer does.
 // - save_safetensors is atomic: it writes "<path>.tmp.<pid>.<n>" in the same directory, fsyncs
 //   it, renames it over `path` and fsyncs the directory. After a failure `path` still holds its
-//   old content (or still does not exist) and the temporary file has been removed.
+//   old content (or still does not exist) and the temporary file has been removed. (If `path` is
+//   a symlink, the link itself is replaced by the new file, as rename() does.)
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -280,6 +280,10 @@ void fail(const std::string& where, const std::string& problem) {
 
 Layout parse_header(std::string_view header, std::uint64_t data_size, const std::string& where) {
   if (header.empty()) fail(where, "header is empty (expected a JSON object)");
+  // nlohmann's lexer takes a NUL byte for the end of input, so "{}\0<anything>" would parse and
+  // the bytes after the NUL would hide in the header. A raw NUL is never valid JSON: refuse it.
+  if (const auto nul = header.find('\0'); nul != std::string_view::npos)
+    fail(where, fmt::format("header is not valid JSON: NUL byte at offset {}", nul));
   HeaderReader reader(data_size, where);
   // strict: only whitespace may follow the object (the spec's space padding).
   (void)Json::sax_parse(header.begin(), header.end(), &reader, Json::input_format_t::json, true);

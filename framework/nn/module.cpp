@@ -62,12 +62,17 @@ void Module::load_parameters(const NamedTensors& values, const std::string& sour
       throw std::invalid_argument(fmt::format("{}: parameter '{}' has dtype {}, expected a float type", source, name,
                                               dtype_name(v.dtype())));
   }
-  if (given.size() != mine.size()) {
-    std::map<std::string, bool> known;
-    for (const auto& [name, p] : mine) known[name] = true;
-    for (const auto& [name, t] : values)
-      if (!known.count(name)) throw std::invalid_argument(fmt::format("{}: unexpected parameter '{}' (shape {})", source, name, t.shape()));
-    throw std::invalid_argument(fmt::format("{}: a parameter name appears twice", source));
+  // Compare against `values`, not the map `given`: a duplicated name collapses in the map.
+  if (values.size() != mine.size()) {
+    std::map<std::string, int> seen;
+    for (const auto& [name, p] : mine) seen[name] = 0;
+    for (const auto& [name, t] : values) {
+      auto it = seen.find(name);
+      if (it == seen.end())
+        throw std::invalid_argument(fmt::format("{}: unexpected parameter '{}' (shape {})", source, name, t.shape()));
+      if (++it->second > 1)
+        throw std::invalid_argument(fmt::format("{}: parameter '{}' appears twice", source, name));
+    }
   }
   // Checked everything first: a refused file changes nothing.
   NoGradGuard ng;

@@ -8,19 +8,24 @@
 namespace headgrad::optim {
 namespace {
 
-// Looks up `name` in a state list; checks shape and dtype; copies into `dst`.
-void restore(const nn::NamedTensors& state, const std::string& name, const Tensor& dst, const std::string& source) {
+// Looks up `name` in a state list and checks its shape and dtype against `dst`; returns the
+// entry. Loading checks every entry first and copies afterwards, so a refused state changes nothing.
+const Tensor& find_state(const nn::NamedTensors& state, const std::string& name, const Tensor& dst,
+                         const std::string& source) {
   for (const auto& [n, t] : state)
     if (n == name) {
       if (!(t.shape() == dst.shape()) || t.dtype() != dst.dtype())
         throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is {} {}, expected {} {}", source, name,
                                                 t.shape(), dtype_name(t.dtype()), dst.shape(),
                                                 dtype_name(dst.dtype())));
-      Tensor c = t.contiguous();
-      std::memcpy(dst.raw(), c.raw(), static_cast<std::size_t>(dst.numel()) * dtype_size(dst.dtype()));
-      return;
+      return t;
     }
   throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is missing", source, name));
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  Tensor c = src.contiguous();
+  std::memcpy(dst.raw(), c.raw(), static_cast<std::size_t>(dst.numel()) * dtype_size(dst.dtype()));
 }
 
 std::int64_t restore_step(const nn::NamedTensors& state, const std::string& source) {
@@ -75,7 +80,10 @@ nn::NamedTensors SGD::state() const {
 
 void SGD::load_state(const nn::NamedTensors& state, const std::string& source) {
   const std::int64_t step = restore_step(state, source);
-  for (std::size_t i = 0; i < params_.size(); ++i) restore(state, "momentum_buffer." + params_[i].first, buf_[i], source);
+  std::vector<const Tensor*> src;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    src.push_back(&find_state(state, "momentum_buffer." + params_[i].first, buf_[i], source));
+  for (std::size_t i = 0; i < params_.size(); ++i) copy_into(buf_[i], *src[i]);
   t_ = step;
 }
 
@@ -130,9 +138,14 @@ nn::NamedTensors Adam::state() const {
 
 void Adam::load_state(const nn::NamedTensors& state, const std::string& source) {
   const std::int64_t step = restore_step(state, source);
+  std::vector<const Tensor*> m, v;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    restore(state, "exp_avg." + params_[i].first, m_[i], source);
-    restore(state, "exp_avg_sq." + params_[i].first, v_[i], source);
+    m.push_back(&find_state(state, "exp_avg." + params_[i].first, m_[i], source));
+    v.push_back(&find_state(state, "exp_avg_sq." + params_[i].first, v_[i], source));
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    copy_into(m_[i], *m[i]);
+    copy_into(v_[i], *v[i]);
   }
   t_ = step;
 }

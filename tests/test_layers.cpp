@@ -1,0 +1,408 @@
+// framework/nn: Linear, LayerNorm, Embedding, Dropout, and the Module contract (dotted parameter
+// names in PyTorch state_dict order for the reference model, train/eval propagation, zero_grad,
+// load_parameters and its refusals).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <string>
+#include <vector>
+
+#include "framework/autograd.hpp"
+#include "framework/nn/layers.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/random.hpp"
+#include "models/transformer.hpp"
+
+using namespace headgrad;
+
+namespace {
+
+template <typename E, typename F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<wrong exception type> ") + e.what();
+  }
+  return "<no exception>";
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+Tensor randn(const Dims& shape, std::uint64_t seed, DType dtype = DType::f64) {
+  Generator g(seed);
+  return Tensor::normal(shape, 0.0, 1.0, g, dtype);
+}
+
+// The names and shapes a PyTorch state_dict of d2l's encoder + output layer has (use_bias=False
+// in the attention projections), in registration order.
+std::vector<std::pair<std::string, Dims>> expected_state_dict(const models::ModelConfig& c) {
+  const std::int64_t d = c.d_model, f = c.ffn, V = c.vocab;
+  std::vector<std::pair<std::string, Dims>> out = {{"embedding.weight", {V, d}}};
+  for (std::int64_t i = 0; i < c.layers; ++i) {
+    const std::string b = fmt::format("blks.{}.", i);
+    out.push_back({b + "attention.W_q.weight", {d, d}});
+    out.push_back({b + "attention.W_k.weight", {d, d}});
+    out.push_back({b + "attention.W_v.weight", {d, d}});
+    out.push_back({b + "attention.W_o.weight", {d, d}});
+    out.push_back({b + "addnorm1.ln.weight", {d}});
+    out.push_back({b + "addnorm1.ln.bias", {d}});
+    out.push_back({b + "ffn.dense1.weight", {f, d}});
+    out.push_back({b + "ffn.dense1.bias", {f}});
+    out.push_back({b + "ffn.dense2.weight", {d, f}});
+    out.push_back({b + "ffn.dense2.bias", {d}});
+    out.push_back({b + "addnorm2.ln.weight", {d}});
+    out.push_back({b + "addnorm2.ln.bias", {d}});
+  }
+  out.push_back({"dense.weight", {V, d}});
+  out.push_back({"dense.bias", {V}});
+  return out;
+}
+
+models::ModelConfig small_config() {
+  models::ModelConfig c;
+  c.vocab = 7;
+  c.d_model = 8;
+  c.heads = 2;
+  c.layers = 2;
+  c.ffn = 12;
+  c.max_len = 5;
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("Linear: init bounds +-1/sqrt(in) for weight and bias") {
+  Generator g(1);
+  nn::Linear lin(25, 40, true, g);
+  const double bound = 1.0 / std::sqrt(25.0);
+  CHECK(lin.weight.shape() == Dims{40, 25});
+  CHECK(lin.bias.shape() == Dims{40});
+  CHECK(lin.weight.dtype() == DType::f32);
+  for (const Tensor& t : {lin.weight, lin.bias}) {
+    double lo = 1e9, hi = -1e9;
+    for (double v : t.to_vector()) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    CHECK(lo >= -bound);
+    CHECK(hi <= bound);
+    if (t.numel() > 100) { // 1000 draws fill the interval
+      CHECK(lo < -0.9 * bound);
+      CHECK(hi > 0.9 * bound);
+    }
+  }
+  CHECK(lin.weight.requires_grad());
+  const auto names = lin.named_parameters();
+  REQUIRE(names.size() == 2);
+  CHECK(names[0].first == "weight");
+  CHECK(names[1].first == "bias");
+
+  Generator g2(1);
+  nn::Linear nobias(3, 2, false, g2);
+  CHECK_FALSE(nobias.bias.defined());
+  CHECK(nobias.named_parameters().size() == 1);
+  CHECK_THROWS_AS(nn::Linear(0, 2, true, g2), std::invalid_argument);
+}
+
+TEST_CASE("Linear: inputs of rank 1, 2, 3 and 4 map the last axis") {
+  Generator g(2);
+  nn::Linear lin(4, 3, true, g, DType::f64);
+  const auto W = lin.weight.to_vector(), b = lin.bias.to_vector();
+  const std::vector<Dims> shapes = {{4}, {5, 4}, {2, 3, 4}, {2, 1, 3, 4}};
+  for (const Dims& s : shapes) {
+    CAPTURE(s.str());
+    Tensor x = randn(s, 3);
+    Tensor y = lin.forward(x);
+    Dims want = s;
+    want[want.size() - 1] = 3;
+    CHECK(y.shape() == want);
+    // every row against y = x W^T + b
+    const auto xv = x.to_vector(), yv = y.to_vector();
+    const std::size_t rows = xv.size() / 4;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t o = 0; o < 3; ++o) {
+        double acc = b[o];
+        for (std::size_t i = 0; i < 4; ++i) acc += xv[r * 4 + i] * W[o * 4 + i];
+        CHECK(yv[r * 3 + o] == doctest::Approx(acc).epsilon(1e-12));
+      }
+  }
+  CHECK_THROWS_AS(lin.forward(randn({2, 5}, 4)), std::invalid_argument);
+}
+
+TEST_CASE("LayerNorm: default weight/bias give mean 0, variance 1 per row") {
+  nn::LayerNorm ln(16, 1e-5, DType::f64);
+  CHECK(ln.weight.to_vector() == std::vector<double>(16, 1.0));
+  CHECK(ln.bias.to_vector() == std::vector<double>(16, 0.0));
+  Tensor x = randn({3, 4, 16}, 5) * 3.0 + 7.0;
+  Tensor y = ln.forward(x);
+  CHECK(y.shape() == Dims{3, 4, 16});
+  const auto v = y.to_vector();
+  for (std::size_t r = 0; r < 12; ++r) {
+    double m = 0, q = 0;
+    for (std::size_t j = 0; j < 16; ++j) m += v[r * 16 + j];
+    m /= 16;
+    for (std::size_t j = 0; j < 16; ++j) q += (v[r * 16 + j] - m) * (v[r * 16 + j] - m);
+    q /= 16; // biased, as PyTorch normalises
+    CHECK(std::abs(m) < 1e-12);
+    CHECK(q == doctest::Approx(1.0).epsilon(1e-4)); // var / (var + eps) with var ~ 9
+  }
+  const auto names = ln.named_parameters();
+  REQUIRE(names.size() == 2);
+  CHECK(names[0].first == "weight");
+  CHECK(names[1].first == "bias");
+}
+
+TEST_CASE("Embedding: lookups return weight rows") {
+  Generator g(6);
+  nn::Embedding emb(10, 4, g, DType::f64);
+  CHECK(emb.weight.shape() == Dims{10, 4});
+  Tensor tok = Tensor::from_ints({3, 0, 9, 3, 1, 2}, {2, 3});
+  Tensor y = emb.forward(tok);
+  CHECK(y.shape() == Dims{2, 3, 4});
+  const auto W = emb.weight.to_vector(), yv = y.to_vector();
+  const std::vector<std::int64_t> ids = {3, 0, 9, 3, 1, 2};
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    for (std::size_t j = 0; j < 4; ++j) CHECK(yv[k * 4 + j] == W[static_cast<std::size_t>(ids[k]) * 4 + j]);
+  // N(0, 1) init: the mean and spread of 40 draws are plausible
+  double m = 0;
+  for (double v : W) m += v;
+  CHECK(std::abs(m / 40) < 0.6);
+  CHECK_THROWS(emb.forward(Tensor::from_ints({10}, {1}))); // out of range
+}
+
+TEST_CASE("Dropout") {
+  Tensor x = Tensor::ones({100, 100}, DType::f64);
+  SUBCASE("eval mode is the identity") {
+    nn::Dropout d(0.5, 1);
+    d.eval();
+    CHECK(d.forward(x).to_vector() == x.to_vector());
+  }
+  SUBCASE("p = 0 is the identity in train mode") {
+    nn::Dropout d(0.0, 1);
+    CHECK(d.training());
+    CHECK(d.forward(x).to_vector() == x.to_vector());
+  }
+  SUBCASE("train mode: zero fraction ~ p, kept values scaled by 1/(1-p)") {
+    for (double p : {0.1, 0.3, 0.7}) {
+      CAPTURE(p);
+      nn::Dropout d(p, 42);
+      const auto v = d.forward(x).to_vector();
+      std::size_t zeros = 0, scaled = 0;
+      for (double e : v) {
+        if (e == 0.0) ++zeros;
+        else if (std::abs(e - 1.0 / (1.0 - p)) < 1e-12) ++scaled;
+      }
+      CHECK(zeros + scaled == v.size()); // every element is either dropped or scaled
+      // 10000 Bernoulli(p) draws: the standard deviation of the fraction is < 0.005
+      CHECK(std::abs(static_cast<double>(zeros) / 10000.0 - p) < 0.025);
+    }
+  }
+  SUBCASE("deterministic per seed; the stream advances between calls") {
+    nn::Dropout a(0.5, 7), b(0.5, 7), c(0.5, 8);
+    const auto va = a.forward(x).to_vector();
+    CHECK(va == b.forward(x).to_vector());
+    CHECK(va != c.forward(x).to_vector());
+    CHECK(a.forward(x).to_vector() != va); // second call: a new mask
+  }
+  SUBCASE("gradient flows through kept elements only") {
+    Tensor w = Tensor::ones({4, 5}, DType::f64);
+    w.set_requires_grad(true);
+    nn::Dropout d(0.5, 3);
+    Tensor y = d.forward(w);
+    ops::sum(y).backward();
+    const auto yv = y.to_vector(), gv = w.grad().to_vector();
+    for (std::size_t i = 0; i < yv.size(); ++i) CHECK(gv[i] == yv[i]); // d(x*m/(1-p))/dx = m/(1-p) = y at x = 1
+  }
+  SUBCASE("p outside [0, 1) throws") {
+    for (double p : {-0.1, 1.0, 1.5, std::nan("")}) {
+      CAPTURE(p);
+      const std::string msg = error_of<std::invalid_argument>([&] { nn::Dropout d(p); });
+      CHECK(contains(msg, "Dropout"));
+      CHECK(contains(msg, "[0, 1)"));
+    }
+  }
+}
+
+TEST_CASE("SequenceModel named_parameters: PyTorch state_dict names, order and shapes") {
+  const models::ModelConfig cfg = small_config();
+  models::SequenceModel model(cfg, 0);
+  const auto got = model.named_parameters();
+  const auto want = expected_state_dict(cfg);
+  REQUIRE(got.size() == want.size());
+  CHECK(got.size() == 2 + 12 * 2 + 1);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(got[i].first == want[i].first);
+    CHECK(got[i].second.shape() == want[i].second);
+    CHECK(got[i].second.requires_grad());
+    total += want[i].second.numel();
+  }
+  CHECK(model.num_parameters() == total);
+  CHECK(model.parameters().size() == want.size());
+  // parameters() returns the same handles (training updates the model)
+  CHECK(model.parameters()[0].same(model.embedding->weight));
+  CHECK(got.back().second.same(model.dense->bias));
+
+  // one layer, a different width: the list follows the config
+  models::ModelConfig c1 = cfg;
+  c1.layers = 1;
+  c1.d_model = 4;
+  models::SequenceModel m1(c1, 0);
+  const auto got1 = m1.named_parameters();
+  const auto want1 = expected_state_dict(c1);
+  REQUIRE(got1.size() == want1.size());
+  for (std::size_t i = 0; i < want1.size(); ++i) {
+    CHECK(got1[i].first == want1[i].first);
+    CHECK(got1[i].second.shape() == want1[i].second);
+  }
+}
+
+TEST_CASE("SequenceModel: same seed same init, different seed different init") {
+  const models::ModelConfig cfg = small_config();
+  models::SequenceModel a(cfg, 3), b(cfg, 3), c(cfg, 4);
+  const auto pa = a.parameters(), pb = b.parameters(), pc = c.parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].to_vector() == pb[i].to_vector());
+  CHECK(pa[0].to_vector() != pc[0].to_vector());
+}
+
+TEST_CASE("train()/eval() reach every submodule, including every dropout") {
+  models::ModelConfig cfg = small_config();
+  cfg.dropout = 0.5;
+  models::SequenceModel model(cfg, 0);
+  auto all_modes = [&](bool want) {
+    CHECK(model.training() == want);
+    CHECK(model.embedding->training() == want);
+    CHECK(model.pos_encoding->training() == want);
+    CHECK(model.pos_encoding->dropout->training() == want);
+    CHECK(model.dense->training() == want);
+    for (const auto& blk : model.blks) {
+      CHECK(blk->training() == want);
+      CHECK(blk->attention->training() == want);
+      CHECK(blk->attention->attention->training() == want);
+      CHECK(blk->attention->attention->dropout->training() == want);
+      CHECK(blk->attention->W_q->training() == want);
+      CHECK(blk->addnorm1->dropout->training() == want);
+      CHECK(blk->addnorm1->ln->training() == want);
+      CHECK(blk->ffn->dense1->training() == want);
+      CHECK(blk->addnorm2->dropout->training() == want);
+    }
+  };
+  all_modes(true);
+  model.eval();
+  all_modes(false);
+  model.train();
+  all_modes(true);
+  model.train(false);
+  all_modes(false);
+
+  // With dropout 0.5, eval-mode forwards are deterministic and train-mode ones are not.
+  Tensor tok = Tensor::from_ints({1, 2, 3, 4, 5, 6, 1, 2, 0, 0}, {2, 5});
+  Tensor lens = Tensor::from_ints({5, 3}, {2});
+  model.eval();
+  const auto e1 = model.forward(tok, lens).to_vector(), e2 = model.forward(tok, lens).to_vector();
+  CHECK(e1 == e2);
+  model.train();
+  CHECK(model.forward(tok, lens).to_vector() != model.forward(tok, lens).to_vector());
+}
+
+TEST_CASE("zero_grad drops every parameter's gradient") {
+  models::SequenceModel model(small_config(), 0);
+  Tensor tok = Tensor::from_ints({1, 2, 3, 4, 5, 6, 1, 2, 0, 0}, {2, 5});
+  Tensor logits = model.forward(tok, Tensor::from_ints({5, 3}, {2}));
+  ops::sum(logits).backward();
+  for (const auto& [name, p] : model.named_parameters()) {
+    CAPTURE(name);
+    CHECK(p.grad().defined());
+    CHECK(p.grad().shape() == p.shape());
+  }
+  model.zero_grad();
+  for (const auto& [name, p] : model.named_parameters()) {
+    CAPTURE(name);
+    CHECK_FALSE(p.grad().defined());
+  }
+}
+
+TEST_CASE("load_parameters: copies values into the existing handles") {
+  const models::ModelConfig cfg = small_config();
+  models::SequenceModel src(cfg, 1), dst(cfg, 2);
+  const Tensor handle = dst.embedding->weight;
+  // values given in another order and as float64: converted and matched by name
+  nn::NamedTensors vals;
+  const auto sp = src.named_parameters();
+  for (auto it = sp.rbegin(); it != sp.rend(); ++it) vals.emplace_back(it->first, it->second.to(DType::f64));
+  dst.load_parameters(vals, "src.st");
+  CHECK(dst.embedding->weight.same(handle));
+  const auto dp = dst.named_parameters();
+  for (std::size_t i = 0; i < sp.size(); ++i) {
+    CHECK(dp[i].second.dtype() == DType::f32);
+    CHECK(dp[i].second.to_vector() == sp[i].second.to_vector());
+  }
+  // and the model computes the same thing afterwards
+  Tensor tok = Tensor::from_ints({1, 2, 3, 4, 5, 6, 1, 2, 0, 0}, {2, 5});
+  Tensor lens = Tensor::from_ints({5, 3}, {2});
+  CHECK(src.forward(tok, lens).to_vector() == dst.forward(tok, lens).to_vector());
+}
+
+TEST_CASE("load_parameters refusals name the source and the parameter, and change nothing") {
+  const models::ModelConfig cfg = small_config();
+  models::SequenceModel src(cfg, 1), dst(cfg, 2);
+  auto snapshot = [&] {
+    std::vector<std::vector<double>> s;
+    for (const auto& t : dst.parameters()) s.push_back(t.to_vector());
+    return s;
+  };
+  const auto before = snapshot();
+  nn::NamedTensors vals = src.named_parameters(); // differs from dst everywhere
+  auto refused = [&](const nn::NamedTensors& v) {
+    const std::string msg = error_of<std::invalid_argument>([&] { dst.load_parameters(v, "ckpt.st"); });
+    CHECK(msg.rfind("ckpt.st: ", 0) == 0);
+    CHECK(snapshot() == before);
+    return msg;
+  };
+
+  SUBCASE("missing") {
+    nn::NamedTensors v(vals.begin(), vals.end() - 1); // no dense.bias
+    const std::string msg = refused(v);
+    CHECK(contains(msg, "missing"));
+    CHECK(contains(msg, "'dense.bias'"));
+    CHECK(contains(msg, "[7]"));
+  }
+  SUBCASE("extra") {
+    nn::NamedTensors v = vals;
+    v.emplace_back("blks.2.ffn.dense1.weight", Tensor::zeros({12, 8}));
+    const std::string msg = refused(v);
+    CHECK(contains(msg, "unexpected"));
+    CHECK(contains(msg, "'blks.2.ffn.dense1.weight'"));
+  }
+  SUBCASE("wrong shape (the last parameter, after every other was fine)") {
+    nn::NamedTensors v = vals;
+    v.back().second = Tensor::zeros({8});
+    const std::string msg = refused(v);
+    CHECK(contains(msg, "'dense.bias'"));
+    CHECK(contains(msg, "[8]"));
+    CHECK(contains(msg, "[7]"));
+  }
+  SUBCASE("wrong shape in the middle") {
+    nn::NamedTensors v = vals;
+    v[5].second = Tensor::zeros({8, 9});
+    const std::string msg = refused(v);
+    CHECK(contains(msg, "'" + vals[5].first + "'"));
+  }
+  SUBCASE("a name given twice") {
+    nn::NamedTensors v = vals;
+    v.push_back(vals[3]);
+    const std::string msg = refused(v);
+    CHECK(contains(msg, "'" + vals[3].first + "'"));
+    CHECK(contains(msg, "twice"));
+  }
+  SUBCASE("integer values") {
+    nn::NamedTensors v = vals;
+    v.back().second = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7}, {7});
+    const std::string msg = refused(v);
+    CHECK(contains(msg, "'dense.bias'"));
+    CHECK(contains(msg, "dtype"));
+  }
+}
