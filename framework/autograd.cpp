@@ -18,6 +18,26 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Deleter of every Node: tears a chain down with an explicit stack. The default destructor
+// recurses (Node -> input TensorImpl -> its Node -> ...), one level per op, and overflows the
+// stack on a long graph that backward() did not free (retain_graph, or never backwarded).
+void delete_node(Node* node) {
+  std::vector<std::shared_ptr<TensorImpl>> pending = std::move(node->inputs);
+  delete node; // its closure may hold tensors, but their producers' inputs are in `pending` or shared
+  while (!pending.empty()) {
+    std::shared_ptr<TensorImpl> t = std::move(pending.back());
+    pending.pop_back();
+    // Last owner of t and of t's node: move the node's inputs here before t dies, so that its
+    // destruction goes one level deep only.
+    if (t && t.use_count() == 1 && t->grad_fn && t->grad_fn.use_count() == 1) {
+      Node* n = t->grad_fn.get();
+      for (auto& in : n->inputs) pending.push_back(std::move(in));
+      n->inputs.clear();
+      n->backward = nullptr;
+    }
+  }
+}
+
 // The gradient buffer of impl: allocated zero-filled on first use.
 Tensor grad_buffer(TensorImpl* impl) {
   if (!impl->grad) {
@@ -49,7 +69,7 @@ Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, Backward
   bool any = false;
   for (const auto& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return out;
-  auto node = std::make_shared<Node>();
+  std::shared_ptr<Node> node(new Node(), delete_node);
   node->name = name;
   node->inputs.reserve(inputs.size());
   for (auto& t : inputs) node->inputs.push_back(t.defined() ? t.impl_ptr() : nullptr);

@@ -11,9 +11,12 @@ struct HeatmapGrid {
   std::string title;
   std::vector<std::string> row_titles;    // one per grid row (e.g. "layer 0")
   std::vector<std::string> col_titles;    // one per grid column (e.g. "head 1")
-  std::vector<std::vector<Tensor>> maps;  // [row][col], each (queries, keys), values in [0, 1]
-  std::vector<std::string> query_labels;  // tokens along each map's rows
-  std::vector<std::string> key_labels;    // tokens along each map's columns
+  std::vector<std::vector<Tensor>> maps;  // [row][col], each 2-D (rows, cols); sizes may differ
+  std::vector<std::string> query_labels;  // labels along each map's rows (optional)
+  std::vector<std::string> key_labels;    // labels along each map's columns (optional)
+  // false: values are weights in [0, 1], drawn white..blue. true: each map is drawn on its own
+  // scale, blue (most negative) .. white (0) .. red (most positive); hover shows the raw value.
+  bool signed_values = false;
 };
 
 std::string render_heatmaps_svg(const HeatmapGrid& grid);

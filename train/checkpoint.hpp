@@ -17,9 +17,10 @@ struct RunConfig {
   models::ModelConfig model;
   data::TaskConfig task;
   std::string optimizer = "adam"; // adam | adamw | sgd
-  double lr = 1e-3, weight_decay = 0.0, momentum = 0.9, clip = 1.0;
-  std::int64_t warmup = 100, steps = 0, batch = 64;
-  std::string schedule = "constant"; // constant | cosine
+  // Defaults as `headgrad train` (the sort task reaches >= 0.99 held-out sequence accuracy).
+  double lr = 3e-3, weight_decay = 0.0, momentum = 0.9, clip = 1.0;
+  std::int64_t warmup = 300, steps = 6000, batch = 64;
+  std::string schedule = "cosine"; // constant | cosine
   std::uint64_t seed = 0;
 };
 

@@ -21,8 +21,8 @@ void Args::parse(int argc, char** argv, int first) {
       continue;
     }
     if (a.rfind("--", 0) != 0)
-      throw CliError(fmt::format("{}: unexpected argument '{}' (flags start with --; see headgrad {} --help)", command_,
-                                 a, command_));
+      throw CliError(fmt::format("unexpected argument '{}' (flags start with --; see headgrad {} --help)", a,
+                                 command_)); // main() prefixes "headgrad <command>: "
     std::string name = a.substr(2), value;
     bool has_value = false;
     if (auto eq = name.find('='); eq != std::string::npos) {
@@ -33,7 +33,7 @@ void Args::parse(int argc, char** argv, int first) {
     const FlagSpec* s = nullptr;
     for (const auto& sp : specs_)
       if (sp.name == name) s = &sp;
-    if (!s) throw CliError(fmt::format("{}: unknown flag --{} (see headgrad {} --help)", command_, name, command_));
+    if (!s) throw CliError(fmt::format("unknown flag --{} (see headgrad {} --help)", name, command_));
     if (s->kind == Kind::flag) {
       if (has_value && value != "true" && value != "false")
         throw CliError(fmt::format("--{} takes no value (or =true/=false), got '{}'", name, value));

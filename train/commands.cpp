@@ -9,6 +9,7 @@
 #include "framework/autograd.hpp"
 #include "framework/io/safetensors.hpp"
 #include "train/cli_args.hpp"
+#include "train/explain.hpp"
 #include "train/gradcheck_table.hpp"
 #include "train/runtime.hpp"
 #include "train/trainer.hpp"
@@ -23,7 +24,7 @@ std::vector<cli::FlagSpec> train_flags() {
   const std::string cores = std::to_string(runtime::available_cores());
   return {
       {"task", Kind::text, "sort", "toy task: copy, reverse or sort", "NAME"},
-      {"steps", Kind::integer, "2000", "total optimizer steps (a resumed run continues up to this)"},
+      {"steps", Kind::integer, "6000", "total optimizer steps (a resumed run continues up to this)"},
       {"batch", Kind::integer, "64", "sequences per batch"},
       {"d-model", Kind::integer, "64", "model width d"},
       {"heads", Kind::integer, "4", "attention heads (must divide d-model)"},
@@ -32,17 +33,17 @@ std::vector<cli::FlagSpec> train_flags() {
       {"max-len", Kind::integer, "16", "longest sequence = padded length T"},
       {"min-len", Kind::integer, "4", "shortest sequence"},
       {"vocab", Kind::integer, "16", "vocabulary size V (token 0 is padding)"},
-      {"lr", Kind::real, "0.001", "peak learning rate"},
+      {"lr", Kind::real, "0.003", "peak learning rate"},
       {"optimizer", Kind::text, "adam", "adam, adamw or sgd", "NAME"},
       {"weight-decay", Kind::real, "0", "weight decay (L2 for adam/sgd, decoupled for adamw)"},
       {"momentum", Kind::real, "0.9", "SGD momentum"},
-      {"warmup", Kind::integer, "100", "linear warmup steps"},
-      {"schedule", Kind::text, "constant", "after warmup: constant or cosine", "NAME"},
+      {"warmup", Kind::integer, "300", "linear warmup steps"},
+      {"schedule", Kind::text, "cosine", "after warmup: constant or cosine decay to 0", "NAME"},
       {"clip", Kind::real, "1", "clip the global gradient norm to this (0: off)"},
       {"dropout", Kind::real, "0", "dropout probability"},
       {"seed", Kind::integer, "0", "seed for initialisation and batches"},
       {"threads", Kind::integer, cores, "threads for BLAS and OpenMP together"},
-      {"eval-every", Kind::integer, "250", "evaluate on the held-out set every N steps (0: only at the end)"},
+      {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
       {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
       {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
       {"resume", Kind::text, "", "continue from this model.safetensors (its optimizer.safetensors beside it)", "CKPT"},
@@ -162,9 +163,18 @@ int train(int argc, char** argv) {
     must_match("batch", c.batch, k.batch);
     must_match("seed", c.seed, k.seed);
     must_match("optimizer", c.optimizer, k.optimizer);
-    const std::int64_t steps = args.given("steps") ? c.steps : k.steps;
+    must_match("dropout", c.model.dropout, k.model.dropout); // the model is rebuilt from the checkpoint
+    // The optimizer's hyperparameters may change on resume: flags given on the command line win
+    // over the checkpoint's values (before, they were silently replaced by them).
+    const train::RunConfig flags = c;
     c = k;
-    c.steps = steps;
+    if (args.given("steps")) c.steps = flags.steps;
+    if (args.given("lr")) c.lr = flags.lr;
+    if (args.given("weight-decay")) c.weight_decay = flags.weight_decay;
+    if (args.given("momentum")) c.momentum = flags.momentum;
+    if (args.given("warmup")) c.warmup = flags.warmup;
+    if (args.given("schedule")) c.schedule = flags.schedule;
+    if (args.given("clip")) c.clip = flags.clip;
     if (c.steps <= loaded.step)
       throw CliError(fmt::format("--steps {} is not beyond the checkpoint's step {}; ask for more steps to resume",
                                  c.steps, loaded.step));
@@ -282,6 +292,47 @@ int info(int argc, char** argv) {
   const std::string notice = runtime::blas_core_notice();
   if (!notice.empty()) fmt::print("{}\n", notice);
   return 0;
+}
+
+int explain(int argc, char** argv) {
+  cli::Args args("explain", {{"batch", Kind::integer, "1", "batch size"},
+                             {"queries", Kind::integer, "3", "number of queries"},
+                             {"keys", Kind::integer, "4", "number of key-value pairs"},
+                             {"hidden", Kind::integer, "4", "num_hiddens (also query/key/value size)"},
+                             {"heads", Kind::integer, "2", "number of heads (must divide --hidden)"},
+                             {"valid-len", Kind::integer, "3", "valid length of every batch row (keys beyond are masked)"},
+                             {"seed", Kind::integer, "0", "seed of the random inputs and weights"},
+                             {"precision", Kind::integer, "4", "decimals printed"},
+                             {"svg", Kind::text, "", "also draw the head split and each head's weights to this SVG", "FILE"},
+                             {"fixture", Kind::text, "", "use inputs/weights from a PyTorch fixture (tests/reference)", "FILE"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
+               "by step, every named tensor\n(projections, transpose_qkv, scores, masked softmax, per-head outputs, "
+               "transpose_output,\nthe output projection), then every gradient in reverse, then the float64 gradient "
+               "check.\n\nflags:\n{}",
+               args.usage());
+    return 0;
+  }
+  explain::ExplainOptions o;
+  o.batch = args.integer("batch");
+  o.queries = args.integer("queries");
+  o.keys = args.integer("keys");
+  o.hidden = args.integer("hidden");
+  o.heads = args.integer("heads");
+  o.valid_len = args.integer("valid-len");
+  o.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
+  o.precision = static_cast<int>(args.integer("precision"));
+  o.svg = args.text("svg");
+  o.fixture = args.text("fixture");
+  explain::ExplainResult r;
+  try {
+    r = explain::run(o);
+  } catch (const std::invalid_argument& e) {
+    throw CliError(e.what());
+  }
+  fmt::print("{}", r.text);
+  return r.gradcheck_ok && r.stages_match_full_graph ? 0 : 1;
 }
 
 } // namespace headgrad::commands

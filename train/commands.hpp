@@ -8,5 +8,6 @@ int train(int argc, char** argv);     // headgrad train [flags]
 int eval(int argc, char** argv);      // headgrad eval --checkpoint FILE
 int gradcheck(int argc, char** argv); // headgrad gradcheck
 int info(int argc, char** argv);      // headgrad info
+int explain(int argc, char** argv);   // headgrad explain
 
 } // namespace headgrad::commands

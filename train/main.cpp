@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  train       train the reference attention model on a toy task (see headgrad train --help)\n"
     "  eval        held-out accuracy and examples of a checkpoint (headgrad eval --checkpoint FILE)\n"
     "  gradcheck   run the float64 gradient-check table over every op and model\n"
+    "  explain     multi-head attention on a tiny example: every tensor, every gradient, the gradcheck\n"
     "  info        BLAS build, active kernel, threads and CPU features\n";
 
 } // namespace
@@ -31,13 +32,22 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return headgrad::commands::eval(argc, argv);
     if (cmd == "gradcheck") return headgrad::commands::gradcheck(argc, argv);
     if (cmd == "info") return headgrad::commands::info(argc, argv);
+    if (cmd == "explain") return headgrad::commands::explain(argc, argv);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    std::fputs(cmd.empty() ? "headgrad: no command given\n" : fmt::format("headgrad: unknown command '{}'\n", cmd).c_str(),
+    if (cmd.empty()) { // no command: the usage is the answer
+      std::fputs("headgrad: no command given\n", stderr);
+      std::fputs(kUsage, stderr);
+      return 2;
+    }
+    // An error is one line (the header's promise); the usage is one --help away.
+    std::fputs(fmt::format("headgrad: unknown command '{}' (commands: train, eval, gradcheck, explain, info; see "
+                           "headgrad --help)\n",
+                           cmd)
+                   .c_str(),
                stderr);
-    std::fputs(kUsage, stderr);
     return 2;
   } catch (const headgrad::train::NonFiniteError& e) {
     std::fprintf(stderr, "headgrad: %s\n", e.what());

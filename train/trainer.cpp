@@ -29,18 +29,29 @@ std::string format_eta(double seconds) {
   return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
+bool has_nonfinite(const Tensor& t) {
+  bool bad = false;
+  dispatch_float(t.dtype(), "check", [&]<typename T>() {
+    const T* d = t.data<T>();
+    for (std::int64_t i = 0, n = t.numel(); i < n && !bad; ++i) bad = !std::isfinite(d[i]);
+  });
+  return bad;
+}
+
 // The first parameter whose gradient holds a NaN or Inf, in registration order ("" if none).
 std::string first_nonfinite_grad(const nn::NamedTensors& params) {
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
-    if (!g.defined()) continue;
-    bool bad = false;
-    dispatch_float(g.dtype(), "check", [&]<typename T>() {
-      const T* d = g.data<T>();
-      for (std::int64_t i = 0, n = g.numel(); i < n && !bad; ++i) bad = !std::isfinite(d[i]);
-    });
-    if (bad) return name;
+    if (g.defined() && has_nonfinite(g)) return name;
   }
+  return "";
+}
+
+// The first parameter whose values hold a NaN or Inf ("" if none): what a non-finite loss is
+// usually caused by.
+std::string first_nonfinite_param(const nn::NamedTensors& params) {
+  for (const auto& [name, p] : params)
+    if (has_nonfinite(p)) return name;
   return "";
 }
 
@@ -131,6 +142,18 @@ TrainSummary train(const TrainOptions& o) {
   std::int64_t start = 0;
   if (!o.resume.empty()) {
     LoadedRun loaded = load_model_checkpoint(o.resume);
+    // The model is rebuilt from the checkpoint's config; the run's must describe the same model
+    // and data, or batches, metadata and model would silently disagree.
+    const models::ModelConfig& a = loaded.config.model;
+    const models::ModelConfig& b = cfg.model;
+    if (a.vocab != b.vocab || a.d_model != b.d_model || a.heads != b.heads || a.layers != b.layers ||
+        a.ffn != b.ffn || a.max_len != b.max_len || a.dropout != b.dropout || loaded.config.task.task != cfg.task.task)
+      throw std::invalid_argument(fmt::format(
+          "{}: the checkpoint's model (task {}, vocab {}, d {}, heads {}, layers {}, ffn {}, max len {}, dropout {}) "
+          "differs from the run's (task {}, vocab {}, d {}, heads {}, layers {}, ffn {}, max len {}, dropout {})",
+          o.resume, data::task_name(loaded.config.task.task), a.vocab, a.d_model, a.heads, a.layers, a.ffn,
+          a.max_len, a.dropout, data::task_name(cfg.task.task), b.vocab, b.d_model, b.heads, b.layers, b.ffn,
+          b.max_len, b.dropout));
     model = std::move(loaded.model);
     start = loaded.step;
   } else {
@@ -169,6 +192,10 @@ TrainSummary train(const TrainOptions& o) {
   std::int64_t last_eval_step = -1;
   g_stop = 0;
 
+  // For error messages: the newest checkpoint on disk (this run's, else the one it resumed from).
+  auto last_checkpoint = [&]() -> std::string {
+    return !sum.checkpoint.empty() ? sum.checkpoint : !o.resume.empty() ? o.resume : "(none yet)";
+  };
   auto save = [&](std::int64_t step) {
     save_checkpoint(model_path, *model, opt.get(), cfg, step);
     sum.checkpoint = model_path;
@@ -194,18 +221,26 @@ TrainSummary train(const TrainOptions& o) {
     Tensor logits = model->forward(batch.tokens, batch.valid_lens);               // (B, T, V)
     Tensor loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, T));
     const double loss_value = loss.item();
-    if (!std::isfinite(loss_value))
-      throw NonFiniteError(fmt::format("step {}: the loss is {} (first non-finite tensor: the loss itself); training "
+    if (!std::isfinite(loss_value)) {
+      const std::string bad = first_nonfinite_param(params);
+      throw NonFiniteError(fmt::format("step {}: the loss is {} (first non-finite tensor: {}); training "
                                        "stopped, the last checkpoint {} is intact",
-                                       step, loss_value, sum.checkpoint.empty() ? "(none yet)" : sum.checkpoint));
+                                       step, loss_value, bad.empty() ? "the loss itself" : "parameter '" + bad + "'",
+                                       last_checkpoint()));
+    }
     opt->zero_grad();
     loss.backward();
     const double norm = cfg.clip > 0 ? optim::clip_grad_norm(param_list, cfg.clip) : 0.0;
-    if (!std::isfinite(norm) || (cfg.clip <= 0 && !first_nonfinite_grad(params).empty()))
-      throw NonFiniteError(fmt::format("step {}: the gradient of '{}' is not finite; training stopped before the "
+    if (!std::isfinite(norm) || (cfg.clip <= 0 && !first_nonfinite_grad(params).empty())) {
+      // A NaN/Inf parameter can hide in the forward (e.g. behind a ReLU) and show up only in
+      // other tensors' gradients: name it too.
+      const std::string bad = first_nonfinite_param(params);
+      throw NonFiniteError(fmt::format("step {}: the gradient of '{}' is not finite{}; training stopped before the "
                                        "update, the last checkpoint {} is intact",
                                        step, first_nonfinite_grad(params),
-                                       sum.checkpoint.empty() ? "(none yet)" : sum.checkpoint));
+                                       bad.empty() ? "" : " (parameter '" + bad + "' itself is not finite)",
+                                       last_checkpoint()));
+    }
     opt->step();
     const double dt = now() - t0;
     train_seconds += dt;

@@ -1,0 +1,99 @@
+// bench_common.hpp - what the benchmark's parent and child processes share: the two model
+// configurations, the training hyper-parameters, the FLOP model, the model's own gemm shapes and
+// the cblas_sgemm limit measured on them, /proc readers and a process launcher.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint.hpp"
+
+namespace headgrad::bench {
+
+// One benchmark configuration of the reference model (models::SequenceModel) on the sort task.
+struct BenchConfig {
+  std::string name;
+  std::int64_t batch, min_len, max_len, d_model, heads, layers, ffn, vocab;
+  std::string str() const; // "B64 T16 (4-16) d64 h4 L2 ffn128 V16"
+};
+BenchConfig small_config(); // the default `headgrad train` shape
+BenchConfig large_config();
+BenchConfig config_by_name(const std::string& name); // "small" | "large"; throws otherwise
+
+// The optimisation hyper-parameters. The parent fills them from `headgrad train --help` (the
+// defaults in train/commands.cpp are the one place they are defined) unless overridden by flags,
+// then hands them to both the headgrad child and the PyTorch script.
+struct TrainHyper {
+  std::string optimizer = "adam", schedule = "constant";
+  double lr = 1e-3, weight_decay = 0, momentum = 0.9, clip = 1, dropout = 0;
+  std::int64_t warmup = 100, steps = 2000;
+  std::uint64_t seed = 0;
+  std::string str() const; // "adam lr 0.001, warmup 100, constant, clip 1, <= 2000 steps, seed 0"
+};
+
+train::RunConfig run_config(const BenchConfig& c, const TrainHyper& h);
+
+// ---- FLOP model ---------------------------------------------------------------------------------
+// Only matmul/linear FLOPs count (2 M N K per gemm), elementwise work is ignored. With M = B T
+// rows, dh = d / heads, L layers, per layer: W_q W_k W_v W_o (4 gemms of M x d x d), scores
+// Q K^T and weights V (2 batched gemms of B heads x T x T x dh = B T^2 d each), FFN (M x d x ffn
+// twice); then the output layer (M x d x V):
+//   forward  = L (8 M d^2 + 4 B T^2 d + 4 M d ffn) + 2 M d V
+//   backward = 2 x forward (each gemm has two gradient gemms of the same size)
+//   step     = 3 x forward
+// T is the padded length: every position is computed, as in both frameworks.
+inline constexpr const char* kFlopFormula =
+    "step = 3 x forward (backward = 2 x forward); forward = L (8 M d^2 + 4 B T^2 d + 4 M d ffn) + 2 M d V, "
+    "M = B T; matmul FLOPs only (2 M N K per gemm), elementwise ignored";
+double forward_flops(const BenchConfig& c);
+double step_flops(const BenchConfig& c);
+
+// A gemm the training step runs, as cblas_sgemm sees it (row-major, op(A) m x k, op(B) k x n),
+// `batch` independent gemms per call (attention: B * heads), `count` calls per training step.
+struct GemmShape {
+  bool ta, tb;
+  std::int64_t m, n, k, batch, count;
+  std::string what; // "W_q fwd, ..." (merged when several uses share a shape)
+  double flops() const { return 2.0 * static_cast<double>(m * n * k * batch); }
+  std::string str() const; // "NT 1024x64x64" or "NN 16x16x16 x256"
+};
+// Every gemm of one training step (forward and backward), identical shapes merged. The sum of
+// count * flops() equals step_flops(c): the benchmark checks this, so the formula above and the
+// list can't drift apart.
+std::vector<GemmShape> model_gemm_shapes(const BenchConfig& c);
+
+struct SgemmShapeResult {
+  GemmShape shape;
+  double seconds; // best time of one call (all `batch` gemms)
+  double gflops;
+};
+struct SgemmLimit {
+  double best_gflops = 0;        // the fastest shape: the practical ceiling quoted in the targets
+  std::string best_shape;
+  double mix_gflops = 0;         // step FLOPs / time of one step's gemms at their measured speeds
+  double matmul_ms_per_step = 0; // that time, in ms: what the step would cost if it were only gemms
+  std::vector<SgemmShapeResult> shapes;
+};
+// Times cblas_sgemm on every shape (best of repeated calls, at least `min_seconds` per shape), in
+// this process with the current BLAS thread setting.
+SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds);
+
+// ---- processes ----------------------------------------------------------------------------------
+// Peak and current resident set of this process in KiB from /proc/self/status (VmHWM, VmRSS).
+// VmHWM belongs to the address space, so it starts afresh at exec; ru_maxrss does not (Linux
+// carries the pre-exec maximum over), which is why the benchmark reads VmHWM.
+std::int64_t proc_status_kib(const char* key);
+double now_seconds();
+
+// Runs argv[0] (a path) with argv, extra environment variables added, stdout optionally sent to
+// `stdout_path` (appended "" = inherited), stderr inherited. Returns the exit code (128 + signal
+// if killed, -1 if it could not start).
+int run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                const std::string& stdout_path = "");
+// Runs argv and returns its stdout (exit code in *code).
+std::string capture_process(const std::vector<std::string>& argv, int* code);
+
+double median(std::vector<double> v);
+
+} // namespace headgrad::bench

@@ -1,0 +1,367 @@
+#!/usr/bin/python3
+"""The PyTorch side of `headgrad_bench`: the same model, initial weights, batches and optimiser.
+
+    /usr/bin/python3 bench/torch_reference.py SPEC.json
+
+headgrad_bench writes SPEC.json (configuration, hyper-parameters, timing parameters, thread
+count, paths) and the files it names: TAG.weights.safetensors (the initial parameters, named as
+this module's state_dict) and TAG.data.safetensors ("pos_encoding" (T, d), training batches
+"tokens"/"targets" (S, B, T) and "valid_lens" (S, B), optionally the held-out set "eval_*").
+Nothing here has defaults of its own: every number comes from the spec, so both sides always run
+the same thing. The result is written as JSON to spec["result_torch"].
+
+The model is d2l's Transformer encoder (embedding * sqrt(d) + sinusoidal P -> blocks of
+[MultiHeadAttention without bias, AddNorm(LayerNorm eps 1e-5), FFN dense1-relu-dense2]) and an
+output Linear, written as d2l writes it (including its masked_softmax with the -1e6 fill). The P
+table is read from the data file instead of recomputed, so the first-step loss can be compared
+with headgrad's to ~1e-6 (d2l computes it in float32, headgrad in float64).
+Only torch and the standard library are used (the safetensors reader is below).
+"""
+import ctypes
+import json
+import math
+import mmap
+import os
+import re
+import struct
+import sys
+import time
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+# ---- safetensors ---------------------------------------------------------------------------------
+_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool}
+
+
+def read_safetensors(path, lazy=False):
+    """{name: tensor}. lazy=True maps the file (copy-on-write) so batches are paged in as used
+    instead of being read up front, which keeps them out of the peak RSS until they are needed."""
+    with open(path, "rb") as f:
+        if lazy:
+            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        else:
+            buf = bytearray(f.read())
+    (n,) = struct.unpack("<Q", buf[:8])
+    header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
+    header.pop("__metadata__", None)
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        dtype = _DTYPES[info["dtype"]]
+        count = math.prod(info["shape"])
+        t = torch.frombuffer(buf, dtype=dtype, count=count, offset=8 + n + b) if count else torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(info["shape"])
+    return out
+
+
+# ---- d2l's encoder ------------------------------------------------------------------------------
+def sequence_mask(X, valid_len, value=0):
+    maxlen = X.size(1)
+    mask = torch.arange((maxlen), dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
+    X[~mask] = value
+    return X
+
+
+def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return nn.functional.softmax(X, dim=-1)
+    shape = X.shape
+    if valid_lens.dim() == 1:
+        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
+    else:
+        valid_lens = valid_lens.reshape(-1)
+    X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
+    return nn.functional.softmax(X.reshape(shape), dim=-1)
+
+
+class DotProductAttention(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens=None):
+        d = queries.shape[-1]
+        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+def transpose_qkv(X, num_heads):
+    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
+    X = X.permute(0, 2, 1, 3)
+    return X.reshape(-1, X.shape[2], X.shape[3])
+
+
+def transpose_output(X, num_heads):
+    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])
+    X = X.permute(0, 2, 1, 3)
+    return X.reshape(X.shape[0], X.shape[1], -1)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False):
+        super().__init__()
+        self.num_heads = num_heads
+        self.attention = DotProductAttention(dropout)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
+        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
+        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+
+    def forward(self, queries, keys, values, valid_lens):
+        queries = transpose_qkv(self.W_q(queries), self.num_heads)
+        keys = transpose_qkv(self.W_k(keys), self.num_heads)
+        values = transpose_qkv(self.W_v(values), self.num_heads)
+        if valid_lens is not None:
+            valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
+        output = self.attention(queries, keys, values, valid_lens)
+        return self.W_o(transpose_output(output, self.num_heads))
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, P, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.P = P[None]  # (1, T, d), a plain attribute as in d2l: not in the state_dict
+
+    def forward(self, X):
+        return self.dropout(X + self.P[:, :X.shape[1], :])
+
+
+class PositionWiseFFN(nn.Module):
+    def __init__(self, ffn_num_input, ffn_num_hiddens, ffn_num_outputs):
+        super().__init__()
+        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)
+        self.relu = nn.ReLU()
+        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
+
+    def forward(self, X):
+        return self.dense2(self.relu(self.dense1(X)))
+
+
+class AddNorm(nn.Module):
+    def __init__(self, normalized_shape, dropout):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(normalized_shape)  # eps 1e-5
+
+    def forward(self, X, Y):
+        return self.ln(self.dropout(Y) + X)
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, d, ffn, heads, dropout):
+        super().__init__()
+        self.attention = MultiHeadAttention(d, d, d, d, heads, dropout, False)
+        self.addnorm1 = AddNorm([d], dropout)
+        self.ffn = PositionWiseFFN(d, ffn, d)
+        self.addnorm2 = AddNorm([d], dropout)
+
+    def forward(self, X, valid_lens):
+        Y = self.addnorm1(X, self.attention(X, X, X, valid_lens))
+        return self.addnorm2(Y, self.ffn(Y))
+
+
+class SequenceModel(nn.Module):
+    """tokens (B, T) -> embedding * sqrt(d) + P -> blocks -> dense -> logits (B, T, V)."""
+
+    def __init__(self, c, P):
+        super().__init__()
+        self.num_hiddens = c["d_model"]
+        self.embedding = nn.Embedding(c["vocab"], c["d_model"])
+        self.pos_encoding = PositionalEncoding(P, c["dropout"])
+        self.blks = nn.Sequential(*[EncoderBlock(c["d_model"], c["ffn"], c["heads"], c["dropout"])
+                                    for _ in range(c["layers"])])
+        self.dense = nn.Linear(c["d_model"], c["vocab"])
+
+    def forward(self, tokens, valid_lens):
+        X = self.pos_encoding(self.embedding(tokens) * math.sqrt(self.num_hiddens))
+        for blk in self.blks:
+            X = blk(X, valid_lens)
+        return self.dense(X)
+
+
+def masked_mean_ce(logits, targets, valid_lens):
+    """Cross-entropy averaged over the valid positions only (t < valid_lens[b])."""
+    B, T, V = logits.shape
+    nll = F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T), reduction="none").reshape(B, T)
+    mask = (torch.arange(T)[None, :] < valid_lens[:, None]).to(logits.dtype)
+    return (nll * mask).sum() / mask.sum()
+
+
+# ---- training -----------------------------------------------------------------------------------
+def lr_at(t, step):
+    """framework/optim/optimizer.cpp LrSchedule::at: linear warmup, then constant or cosine."""
+    base, warmup, total = t["lr"], t["warmup"], t["steps"]
+    if warmup > 0 and step <= warmup:
+        return base * step / warmup
+    if t["schedule"] != "cosine":
+        return base
+    progress = min(1.0, (step - warmup) / max(total - warmup, 1))
+    return base * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model, t):
+    if t["optimizer"] == "adam":
+        return torch.optim.Adam(model.parameters(), lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                                weight_decay=t["weight_decay"])
+    if t["optimizer"] == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                                 weight_decay=t["weight_decay"])
+    if t["optimizer"] == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"])
+    raise ValueError(f"unknown optimizer {t['optimizer']}")
+
+
+class Trainer:
+    def __init__(self, spec):
+        self.t = spec["train"]
+        data = read_safetensors(spec["data"], lazy=True)
+        self.data = data
+        self.model = SequenceModel(dict(spec["config"], dropout=self.t["dropout"]), data["pos_encoding"].clone())
+        self.model.load_state_dict(read_safetensors(spec["weights"]), strict=True)
+        self.model.train()
+        self.opt = make_optimizer(self.model, self.t)
+        self.params = list(self.model.parameters())
+        self.num_batches = data["tokens"].shape[0]
+
+    def step(self, step):
+        """Optimizer step `step` (from 1) on batch step - 1, as headgrad's trainer does it."""
+        i = step - 1
+        if i >= self.num_batches:
+            raise IndexError(f"batch {i} was not exported ({self.num_batches} batches)")
+        tokens, targets, lens = self.data["tokens"][i], self.data["targets"][i], self.data["valid_lens"][i]
+        for g in self.opt.param_groups:
+            g["lr"] = lr_at(self.t, step)
+        logits = self.model(tokens, lens)
+        loss = masked_mean_ce(logits, targets, lens)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.t["clip"] > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.t["clip"])
+        self.opt.step()
+        return loss.item()
+
+    @torch.no_grad()
+    def seq_acc(self):
+        self.model.eval()
+        toks, tgts, lens = self.data["eval_tokens"], self.data["eval_targets"], self.data["eval_valid_lens"]
+        correct = 0
+        for s in range(0, toks.shape[0], 250):  # chunks of 250, like headgrad's evaluate()
+            tk, tg, ln = toks[s:s + 250], tgts[s:s + 250], lens[s:s + 250]
+            pred = self.model(tk, ln).argmax(-1)
+            valid = torch.arange(tk.shape[1])[None, :] < ln[:, None]
+            correct += int(((pred == tg) | ~valid).all(dim=1).sum())
+        self.model.train()
+        return correct / toks.shape[0]
+
+
+def proc_status_kib(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def blas_info(threads):
+    """Which BLAS torch's gemm calls land in. Debian's torch is built with BLAS_INFO=generic,
+    i.e. it calls the system libblas.so.3 (often OpenBLAS): find the mapped library that exports
+    openblas_get_corename, pin its threads, and name its kernel."""
+    m = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    info = {"torch_blas_info": m.group(1) if m else "?", "library": None, "openblas_core": None}
+    libs = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            if path.startswith("/") and ("blas" in path or "mkl" in path) and path not in libs:
+                libs.append(path)
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+            core = lib.openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        core.restype = ctypes.c_char_p
+        info["library"] = os.path.basename(path)
+        info["openblas_core"] = core().decode()
+        try:
+            lib.openblas_set_num_threads(ctypes.c_int(threads))
+        except AttributeError:
+            pass
+        break
+    if info["library"] is None and libs:
+        info["library"] = os.path.basename(libs[0])
+    return info
+
+
+def throughput(spec, tr):
+    s = 0
+    s += 1
+    first_loss = tr.step(s)
+    while s < spec["warmup_steps"]:
+        s += 1
+        tr.step(s)
+    window_ms = []
+    for _ in range(spec["windows"]):
+        t0 = time.perf_counter()
+        for _ in range(spec["window_steps"]):
+            s += 1
+            tr.step(s)
+        window_ms.append((time.perf_counter() - t0) / spec["window_steps"] * 1e3)
+    ms = sorted(window_ms)[len(window_ms) // 2] if len(window_ms) % 2 else \
+        0.5 * sum(sorted(window_ms)[len(window_ms) // 2 - 1:len(window_ms) // 2 + 1])
+    c = spec["config"]
+    return {"first_loss": first_loss, "window_ms": window_ms, "ms_per_step": ms,
+            "tokens_per_s": c["batch"] * c["max_len"] / (ms * 1e-3),
+            "gflops": spec["step_flops"] / (ms * 1e-3) * 1e-9,
+            "peak_rss_kib": proc_status_kib("VmHWM"), "rss_kib": proc_status_kib("VmRSS")}
+
+
+def time_to_accuracy(spec, tr):
+    train_seconds, wall0, curve, reached, s, acc = 0.0, time.perf_counter(), [], False, 0, 0.0
+    while s < spec["max_steps"]:
+        t0 = time.perf_counter()
+        s += 1
+        tr.step(s)
+        train_seconds += time.perf_counter() - t0
+        if s % spec["eval_every"] == 0 or s == spec["max_steps"]:
+            acc = tr.seq_acc()
+            curve.append([s, acc])
+            print(f"bench:   PyTorch  step {s:>5}: held-out seq acc {acc:.4f} ({train_seconds:.1f} s training)",
+                  file=sys.stderr, flush=True)
+            if acc >= spec["target"]:
+                reached = True
+                break
+    return {"reached": reached, "steps": s, "seconds": train_seconds, "wall_seconds": time.perf_counter() - wall0,
+            "seq_acc": acc, "curve": curve}
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    threads = spec["threads"]
+    torch.set_num_threads(threads)
+    blas = blas_info(threads)
+    tr = Trainer(spec)
+    if spec["mode"] == "throughput":
+        r = throughput(spec, tr)
+    elif spec["mode"] == "tta":
+        r = time_to_accuracy(spec, tr)
+    else:
+        raise ValueError(f"mode {spec['mode']} is headgrad-only")
+    r.update({"mode": spec["mode"], "threads": torch.get_num_threads(), "torch_version": torch.__version__,
+              "blas": blas})
+    with open(spec["result_torch"], "w") as f:
+        json.dump(r, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

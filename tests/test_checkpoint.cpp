@@ -1,0 +1,410 @@
+// train/checkpoint: save -> load gives bit-identical logits; the run config survives the metadata
+// round trip; damaged or mismatched files are refused with a message naming the file; the
+// optimizer file must match the model file's step; the model file is a plain safetensors file
+// whose names and shapes are a PyTorch state_dict's.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+#include "framework/io/safetensors.hpp"
+#include "framework/autograd.hpp"
+#include "framework/ops/nn_ops.hpp"
+#include "train/checkpoint.hpp"
+
+using namespace headgrad;
+using namespace headgrad::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int n = 0;
+    path = fs::temp_directory_path() / fmt::format("headgrad_test_checkpoint_{}_{}", getpid(), n++);
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+template <typename E, typename F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (...) {
+    return "<wrong exception type>";
+  }
+  return "<no exception>";
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+RunConfig tiny_config() {
+  RunConfig c;
+  c.task.task = data::Task::copy;
+  c.model.vocab = c.task.vocab = 10;
+  c.model.d_model = 32;
+  c.model.heads = 2;
+  c.model.layers = 1;
+  c.model.ffn = 32;
+  c.model.max_len = c.task.max_len = 8;
+  c.task.min_len = 2;
+  c.batch = 16;
+  c.steps = 10;
+  c.seed = 3;
+  return c;
+}
+
+// A model and optimizer that have taken `steps` Adam steps on copy batches (so the parameters are
+// no longer their seeded initial values: a loader that re-initialises would be caught).
+struct Trained {
+  RunConfig cfg = tiny_config();
+  std::unique_ptr<models::SequenceModel> model;
+  std::unique_ptr<optim::Optimizer> opt;
+  explicit Trained(int steps = 2) {
+    model = std::make_unique<models::SequenceModel>(cfg.model, cfg.seed);
+    opt = make_optimizer(cfg, model->named_parameters());
+    for (int s = 0; s < steps; ++s) {
+      data::Batch b = data::make_batch(cfg.task, cfg.seed, static_cast<std::uint64_t>(s), cfg.batch);
+      Tensor logits = model->forward(b.tokens, b.valid_lens);
+      Tensor loss = ops::cross_entropy(logits, b.targets, ops::sequence_mask(b.valid_lens, cfg.task.max_len));
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+    }
+  }
+};
+
+std::vector<double> logits_of(models::SequenceModel& m, const data::Batch& b) {
+  NoGradGuard ng;
+  m.eval();
+  return m.forward(b.tokens, b.valid_lens).to_vector();
+}
+
+} // namespace
+
+TEST_CASE("save -> load gives bit-identical logits and parameters") {
+  TempDir dir;
+  Trained t(3);
+  const std::string path = dir / "model.safetensors";
+  save_checkpoint(path, *t.model, t.opt.get(), t.cfg, 3);
+  CHECK(fs::exists(path));
+  CHECK(fs::exists(dir / "optimizer.safetensors"));
+  CHECK(optimizer_path_for(path) == dir / "optimizer.safetensors");
+  // atomic writes leave no temporary files behind
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    (void)e;
+    ++files;
+  }
+  CHECK(files == 2);
+
+  LoadedRun run = load_model_checkpoint(path);
+  CHECK(run.step == 3);
+  const data::Batch b = data::make_eval_set(t.cfg.task, 64);
+  const auto want = logits_of(*t.model, b), got = logits_of(*run.model, b);
+  REQUIRE(want.size() == got.size());
+  CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(double)) == 0);
+  const auto a = t.model->named_parameters(), c = run.model->named_parameters();
+  REQUIRE(a.size() == c.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].second.to_vector() == c[i].second.to_vector());
+  // the seeded init is not what was loaded (the model had trained)
+  models::SequenceModel fresh(t.cfg.model, t.cfg.seed);
+  CHECK(logits_of(fresh, b) != got);
+
+  // the optimizer state comes back too: the next step of both is identical
+  auto opt2 = make_optimizer(run.config, run.model->named_parameters());
+  load_optimizer_state(path, *opt2);
+  CHECK(opt2->steps() == 3);
+  const auto s1 = t.opt->state(), s2 = opt2->state();
+  REQUIRE(s1.size() == s2.size());
+  for (std::size_t i = 0; i < s1.size(); ++i) {
+    CHECK(s1[i].first == s2[i].first);
+    CHECK(s1[i].second.to_vector() == s2[i].second.to_vector());
+  }
+}
+
+TEST_CASE("run metadata round trip") {
+  RunConfig c = tiny_config();
+  c.task.task = data::Task::reverse;
+  c.model.dropout = 0.125;
+  c.optimizer = "adamw";
+  c.lr = 0.1 + 0.2; // 0.30000000000000004: needs the shortest round-trip formatting
+  c.weight_decay = 0.01;
+  c.momentum = 0.8;
+  c.clip = 0.5;
+  c.warmup = 7;
+  c.schedule = "cosine";
+  c.steps = 123;
+  c.batch = 17;
+  c.seed = 0xFFFF'FFFFull;
+  const auto meta = run_metadata(c, 42);
+  CHECK(meta.at("format") == "headgrad-checkpoint-1");
+  CHECK(meta.at("task") == "reverse");
+  CHECK(meta.at("d_model") == "32");
+  std::int64_t step = -1;
+  const RunConfig r = run_config_from_metadata(meta, "m.st", step);
+  CHECK(step == 42);
+  CHECK(r.task.task == data::Task::reverse);
+  CHECK(r.model.vocab == 10);
+  CHECK(r.task.vocab == 10);
+  CHECK(r.model.d_model == 32);
+  CHECK(r.model.heads == 2);
+  CHECK(r.model.layers == 1);
+  CHECK(r.model.ffn == 32);
+  CHECK(r.model.max_len == 8);
+  CHECK(r.task.max_len == 8);
+  CHECK(r.task.min_len == 2);
+  CHECK(r.model.dropout == 0.125);
+  CHECK(r.optimizer == "adamw");
+  CHECK(r.lr == c.lr); // exact
+  CHECK(r.weight_decay == 0.01);
+  CHECK(r.momentum == 0.8);
+  CHECK(r.clip == 0.5);
+  CHECK(r.warmup == 7);
+  CHECK(r.schedule == "cosine");
+  CHECK(r.steps == 123);
+  CHECK(r.batch == 17);
+  CHECK(r.seed == 0xFFFF'FFFFull);
+
+  SUBCASE("refusals name the source and the key") {
+    auto refused = [&](std::map<std::string, std::string> m) {
+      std::int64_t s = 0;
+      const std::string msg = error_of<std::invalid_argument>([&] { (void)run_config_from_metadata(m, "m.st", s); });
+      CHECK(starts_with(msg, "m.st: "));
+      return msg;
+    };
+    auto m = meta;
+    m.erase("heads");
+    CHECK(contains(refused(m), "'heads'"));
+    m = meta;
+    m["d_model"] = "3x";
+    CHECK(contains(refused(m), "'d_model'"));
+    m = meta;
+    m["lr"] = "fast";
+    CHECK(contains(refused(m), "'lr'"));
+    m = meta;
+    m["format"] = "something-else";
+    CHECK(contains(refused(m), "format"));
+    m = meta;
+    m["heads"] = "3"; // 32 % 3 != 0
+    CHECK(contains(refused(m), "invalid"));
+    m = meta;
+    m["step"] = "-1";
+    CHECK(contains(refused(m), "step"));
+    CHECK(contains(refused({}), "'format'"));
+  }
+}
+
+TEST_CASE("damaged or mismatched checkpoints are refused with a message naming the file") {
+  TempDir dir;
+  Trained t(1);
+  const std::string good = dir / "model.safetensors";
+  save_checkpoint(good, *t.model, t.opt.get(), t.cfg, 1);
+  const std::string bytes = read_bytes(good);
+  const io::SafetensorsFile file = io::load_safetensors(good);
+
+  // load_model_checkpoint(path) must throw E whose message begins with "<path>: " and contains `part`.
+  auto refused = [&](const std::string& path, const std::string& part) {
+    const std::string msg = error_of<std::exception>([&] { (void)load_model_checkpoint(path); });
+    INFO("message: ", msg);
+    CHECK(starts_with(msg, path + ": "));
+    CHECK(contains(msg, part));
+    CHECK(msg.find('\n') == std::string::npos); // one line
+    return msg;
+  };
+
+  SUBCASE("truncated model file") {
+    for (std::size_t keep : {std::size_t{0}, std::size_t{5}, std::size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+      CAPTURE(keep);
+      const std::string p = dir / "trunc.safetensors";
+      write_bytes(p, bytes.substr(0, keep));
+      CHECK_THROWS_AS((void)load_model_checkpoint(p), std::invalid_argument);
+      refused(p, "");
+    }
+  }
+  SUBCASE("garbage bytes") {
+    std::mt19937 rng(1);
+    std::string junk(4096, '\0');
+    for (auto& ch : junk) ch = static_cast<char>(rng());
+    const std::string p = dir / "junk.safetensors";
+    write_bytes(p, junk);
+    refused(p, "");
+    // a plausible header length followed by non-JSON
+    std::string fake(8, '\0');
+    fake[0] = 16;
+    write_bytes(p, fake + "this is not json" + std::string(32, 'x'));
+    refused(p, "");
+  }
+  SUBCASE("non-existent file") {
+    const std::string p = dir / "nope.safetensors";
+    const std::string msg = error_of<std::runtime_error>([&] { (void)load_model_checkpoint(p); });
+    CHECK(starts_with(msg, p));
+  }
+  SUBCASE("a safetensors file without headgrad metadata") {
+    const std::string p = dir / "plain.safetensors";
+    io::save_safetensors(p, file.tensors);
+    refused(p, "'format'");
+  }
+  SUBCASE("wrong tensor shapes for the model: a d 32 checkpoint whose metadata says d 16") {
+    auto meta = file.metadata;
+    meta["d_model"] = "16";
+    const std::string p = dir / "d16.safetensors";
+    io::save_safetensors(p, file.tensors, meta);
+    const std::string msg = refused(p, "'embedding.weight'");
+    CHECK(contains(msg, "[10, 32]"));
+    CHECK(contains(msg, "[10, 16]"));
+  }
+  SUBCASE("missing tensor") {
+    io::NamedTensors ts;
+    for (const auto& [n, v] : file.tensors)
+      if (n != "blks.0.ffn.dense2.bias") ts.emplace_back(n, v);
+    const std::string p = dir / "missing.safetensors";
+    io::save_safetensors(p, ts, file.metadata);
+    refused(p, "'blks.0.ffn.dense2.bias'");
+  }
+  SUBCASE("extra tensor") {
+    io::NamedTensors ts = file.tensors;
+    ts.emplace_back("blks.1.ffn.dense1.weight", Tensor::zeros({32, 32}));
+    const std::string p = dir / "extra.safetensors";
+    io::save_safetensors(p, ts, file.metadata);
+    refused(p, "'blks.1.ffn.dense1.weight'");
+  }
+  SUBCASE("a tensor of the wrong shape, same metadata") {
+    io::NamedTensors ts = file.tensors;
+    for (auto& [n, v] : ts)
+      if (n == "dense.bias") v = Tensor::zeros({11});
+    const std::string p = dir / "shape.safetensors";
+    io::save_safetensors(p, ts, file.metadata);
+    refused(p, "'dense.bias'");
+  }
+  // The good file is still good after all that.
+  CHECK(load_model_checkpoint(good).step == 1);
+}
+
+TEST_CASE("the optimizer file must belong to the model file") {
+  TempDir a, b;
+  Trained t(2);
+  const std::string pa = a / "model.safetensors", pb = b / "model.safetensors";
+  save_checkpoint(pa, *t.model, t.opt.get(), t.cfg, 5);
+  save_checkpoint(pb, *t.model, t.opt.get(), t.cfg, 6);
+  auto opt = make_optimizer(t.cfg, t.model->named_parameters());
+
+  SUBCASE("step mismatch is refused") {
+    fs::copy_file(b / "optimizer.safetensors", a / "optimizer.safetensors", fs::copy_options::overwrite_existing);
+    const std::string msg = error_of<std::invalid_argument>([&] { load_optimizer_state(pa, *opt); });
+    CHECK(starts_with(msg, a / "optimizer.safetensors: "));
+    CHECK(contains(msg, "step 6"));
+    CHECK(contains(msg, "step 5"));
+    CHECK(opt->steps() == 0); // nothing was loaded
+  }
+  SUBCASE("missing optimizer file") {
+    fs::remove(a / "optimizer.safetensors");
+    const std::string msg = error_of<std::exception>([&] { load_optimizer_state(pa, *opt); });
+    CHECK(contains(msg, a / "optimizer.safetensors"));
+  }
+  SUBCASE("the state of another optimizer kind") {
+    RunConfig sgd = t.cfg;
+    sgd.optimizer = "sgd";
+    auto s = make_optimizer(sgd, t.model->named_parameters());
+    const std::string msg = error_of<std::invalid_argument>([&] { load_optimizer_state(pa, *s); });
+    CHECK(starts_with(msg, a / "optimizer.safetensors: "));
+    CHECK(contains(msg, "momentum_buffer."));
+  }
+  SUBCASE("matching files load") {
+    load_optimizer_state(pa, *opt);
+    CHECK(opt->steps() == 2); // the optimizer's own count; the file's step label is the run's
+  }
+  SUBCASE("make_optimizer refuses an unknown name") {
+    RunConfig bad = t.cfg;
+    bad.optimizer = "rmsprop";
+    CHECK(contains(error_of<std::invalid_argument>([&] { (void)make_optimizer(bad, t.model->named_parameters()); }),
+                   "rmsprop"));
+  }
+}
+
+TEST_CASE("the model file is a valid safetensors file shaped like a PyTorch state_dict") {
+  TempDir dir;
+  RunConfig c = tiny_config();
+  c.model.layers = 2;
+  models::SequenceModel model(c.model, 1);
+  auto opt = make_optimizer(c, model.named_parameters());
+  const std::string path = dir / "model.safetensors";
+  save_checkpoint(path, model, opt.get(), c, 0);
+  const std::string bytes = read_bytes(path);
+
+  // layout: u64 LE header length N, N bytes of JSON (8-byte aligned, space padded), the data
+  REQUIRE(bytes.size() > 8);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  REQUIRE(8 + n <= bytes.size());
+  CHECK(n % 8 == 0);
+  const std::string header = bytes.substr(8, n);
+  CHECK(header.front() == '{');
+  CHECK(header.find_last_not_of(' ') == header.rfind('}'));
+  CHECK(contains(header, "\"__metadata__\""));
+
+  const std::int64_t d = 32, f = 32, V = 10;
+  std::vector<std::pair<std::string, Dims>> want = {{"embedding.weight", {V, d}}};
+  for (int i = 0; i < 2; ++i) {
+    const std::string b = fmt::format("blks.{}.", i);
+    for (const char* w : {"W_q", "W_k", "W_v", "W_o"}) want.push_back({b + "attention." + w + ".weight", {d, d}});
+    want.push_back({b + "addnorm1.ln.weight", {d}});
+    want.push_back({b + "addnorm1.ln.bias", {d}});
+    want.push_back({b + "ffn.dense1.weight", {f, d}});
+    want.push_back({b + "ffn.dense1.bias", {f}});
+    want.push_back({b + "ffn.dense2.weight", {d, f}});
+    want.push_back({b + "ffn.dense2.bias", {d}});
+    want.push_back({b + "addnorm2.ln.weight", {d}});
+    want.push_back({b + "addnorm2.ln.bias", {d}});
+  }
+  want.push_back({"dense.weight", {V, d}});
+  want.push_back({"dense.bias", {V}});
+
+  const io::SafetensorsFile file = io::parse_safetensors(bytes.data(), bytes.size(), path);
+  REQUIRE(file.tensors.size() == want.size());
+  std::int64_t elems = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CHECK(file.tensors[i].first == want[i].first);
+    CHECK(file.tensors[i].second.shape() == want[i].second);
+    CHECK(file.tensors[i].second.dtype() == DType::f32);
+    CHECK(contains(header, "\"" + want[i].first + "\":{\"dtype\":\"F32\""));
+    elems += want[i].second.numel();
+  }
+  CHECK(bytes.size() == 8 + n + static_cast<std::size_t>(elems) * 4); // no holes, no trailing bytes
+  CHECK(file.metadata.at("format") == "headgrad-checkpoint-1");
+  CHECK(file.metadata.at("step") == "0");
+
+  // the optimizer file: "step" plus exp_avg./exp_avg_sq. + every parameter name
+  const io::SafetensorsFile o = io::load_safetensors(dir / "optimizer.safetensors");
+  REQUIRE(o.tensors.size() == 1 + 2 * want.size());
+  CHECK(o.find("step") != nullptr);
+  for (const auto& [name, shape] : want) {
+    REQUIRE(o.find("exp_avg." + name) != nullptr);
+    CHECK(o.at("exp_avg." + name).shape() == shape);
+    CHECK(o.at("exp_avg_sq." + name).shape() == shape);
+  }
+}

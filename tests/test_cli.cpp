@@ -1,0 +1,385 @@
+// The `headgrad` binary (HEADGRAD_CLI): --help texts, one-line errors with exit code 2, info,
+// train --json, eval, gradcheck, and the flags a resumed run may or may not change.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "train/checkpoint.hpp"
+#include "train/runtime.hpp"
+
+using namespace headgrad;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int n = 0;
+    path = fs::temp_directory_path() / fmt::format("headgrad_test_cli_{}_{}", getpid(), n++);
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+  // stderr lines, without the start-up notice printed when headgrad picked the OpenBLAS kernel
+  // itself (that only happens on CPUs where OpenBLAS falls back to a generic kernel)
+  std::vector<std::string> err_lines() const {
+    std::vector<std::string> v;
+    for (auto& l : lines_of(err))
+      if (l.rfind("headgrad: OpenBLAS fell back", 0) != 0) v.push_back(l);
+    return v;
+  }
+};
+
+// Runs the binary with `args` in `cwd`, capturing stdout, stderr and the exit code.
+Result run(const std::vector<std::string>& args, const TempDir& cwd) {
+  static int n = 0;
+  const std::string out_path = cwd / fmt::format("cli{}.out", n), err_path = cwd / fmt::format("cli{}.err", n);
+  ++n;
+  std::vector<std::string> all = {HEADGRAD_CLI};
+  all.insert(all.end(), args.begin(), args.end());
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (chdir(cwd.path.c_str()) != 0) _exit(126);
+    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Result r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  return r;
+}
+
+// A tiny, fast configuration; flags given later on the command line override these.
+std::vector<std::string> tiny(const std::string& out, std::int64_t steps) {
+  return {"train", "--task", "copy", "--batch", "16", "--d-model", "16", "--heads", "2", "--layers", "1",
+          "--ffn", "32", "--max-len", "8", "--min-len", "2", "--vocab", "10", "--threads", "1",
+          "--eval-every", "0", "--steps", std::to_string(steps), "--out", out};
+}
+
+// A number after "key": in a one-line JSON object (a minimal parser for our own output).
+double json_number(const std::string& line, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  const auto p = line.find(k);
+  REQUIRE_MESSAGE(p != std::string::npos, "no key ", key, " in ", line);
+  const char* start = line.c_str() + p + k.size();
+  char* end = nullptr;
+  const double v = std::strtod(start, &end);
+  REQUIRE_MESSAGE(end != start, "key ", key, " is not a number in ", line);
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("headgrad --help and subcommand --help") {
+  TempDir dir;
+  const Result r = run({"--help"}, dir);
+  CHECK(r.rc == 0);
+  CHECK(contains(r.out, "usage: headgrad <command>"));
+  for (const char* c : {"train", "eval", "gradcheck", "info"}) CHECK(contains(r.out, fmt::format("\n  {} ", c)));
+  CHECK(r.err.empty());
+  CHECK(run({"-h"}, dir).rc == 0);
+
+  for (const char* c : {"eval", "gradcheck", "info"}) {
+    CAPTURE(c);
+    const Result h = run({c, "--help"}, dir);
+    CHECK(h.rc == 0);
+    CHECK(contains(h.out, fmt::format("usage: headgrad {}", c)));
+  }
+  const Result e = run({"eval", "--help"}, dir);
+  for (const char* f : {"--checkpoint FILE", "--count N", "--examples N", "--threads N"}) CHECK(contains(e.out, f));
+
+  const Result none = run({}, dir);
+  CHECK(none.rc == 2);
+  CHECK(contains(none.err, "no command given"));
+}
+
+TEST_CASE("headgrad train --help lists every flag with its default") {
+  TempDir dir;
+  const Result r = run({"train", "--help"}, dir);
+  CHECK(r.rc == 0);
+  CHECK(r.err.empty());
+  CHECK(contains(r.out, "usage: headgrad train [flags]"));
+  const std::string cores = std::to_string(runtime::available_cores());
+  // flag -> default shown ("" = none: an optional path or an on/off switch; "*" = any value: the
+  // training schedule defaults are tuned from time to time)
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"task", "sort"},         {"steps", "*"},          {"batch", "64"},         {"d-model", "64"},
+      {"heads", "4"},           {"layers", "2"},         {"ffn", "128"},          {"max-len", "16"},
+      {"min-len", "4"},         {"vocab", "16"},         {"lr", "*"},             {"optimizer", "adam"},
+      {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
+      {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"threads", cores},
+      {"eval-every", "*"},      {"save-every", "0"},     {"out", ""},             {"resume", ""},
+      {"json", ""},             {"profile", ""},         {"quiet", ""}};
+  const auto lines = lines_of(r.out);
+  std::size_t flag_lines = 0;
+  for (const auto& l : lines)
+    if (l.rfind("  --", 0) == 0) ++flag_lines;
+  CHECK(flag_lines == want.size()); // nothing undocumented, nothing missing
+  for (const auto& [flag, def] : want) {
+    CAPTURE(flag);
+    std::string line;
+    for (const auto& l : lines)
+      if (l.rfind("  --" + flag + " ", 0) == 0) line = l;
+    REQUIRE_FALSE(line.empty());
+    if (def == "*") {
+      const auto p = line.find("(default: ");
+      REQUIRE(p != std::string::npos);
+      CHECK(line.size() > p + 11); // a value, then ')'
+      CHECK(line.back() == ')');
+    } else if (!def.empty()) {
+      CHECK(contains(line, "(default: " + def + ")"));
+    } else {
+      CHECK_FALSE(contains(line, "(default: )"));
+    }
+  }
+  // the output directory's default is described in words
+  for (const auto& l : lines)
+    if (l.rfind("  --out ", 0) == 0) CHECK(contains(l, "default: runs/<task>-<timestamp>"));
+}
+
+TEST_CASE("errors: exactly one line on stderr naming the flag and the rule, exit code 2") {
+  TempDir dir;
+  std::ofstream(dir / "regular_file") << "not a directory";
+  const std::string out = dir / "never";
+  struct Case {
+    std::vector<std::string> extra; // appended to a valid tiny command line
+    std::vector<std::string> want;  // substrings of the one stderr line
+  };
+  const std::vector<Case> cases = {
+      {{"--bogus", "1"}, {"unknown flag --bogus", "headgrad train --help"}},
+      {{"--steps"}, {"--steps", "needs a value"}},
+      {{"--steps", "abc"}, {"--steps", "must be an integer", "'abc'"}},
+      {{"--steps", "99999999999999999999999"}, {"--steps", "must be an integer"}},
+      {{"--steps", "0"}, {"--steps", "must be at least 1", "got 0"}},
+      {{"--batch", "0"}, {"--batch", "must be at least 1", "got 0"}},
+      {{"--d-model", "-4"}, {"--d-model", "must be at least 1", "got -4"}},
+      {{"--d-model", "30", "--heads", "4"}, {"--d-model (30)", "divisible", "--heads (4)"}},
+      {{"--min-len", "10", "--max-len", "5"}, {"--min-len (10)", "must not exceed", "--max-len (5)"}},
+      {{"--vocab", "1"}, {"--vocab", "must be at least 2", "got 1"}},
+      {{"--lr", "fast"}, {"--lr", "must be a finite number", "'fast'"}},
+      {{"--lr", "0"}, {"--lr", "must be positive"}},
+      {{"--lr", "nan"}, {"--lr", "finite"}},
+      {{"--dropout", "1"}, {"--dropout", "[0, 1)"}},
+      {{"--momentum", "1.5"}, {"--momentum", "[0, 1)"}},
+      {{"--clip", "-1"}, {"--clip", ">= 0"}},
+      {{"--schedule", "linear"}, {"--schedule", "constant or cosine", "'linear'"}},
+      {{"--json=maybe"}, {"--json", "no value"}},
+      {{"stray"}, {"unexpected argument 'stray'"}},
+      {{"--out", "/proc/forbidden"}, {"--out /proc/forbidden", "cannot create the directory"}},
+      {{"--out", dir / "regular_file/sub"}, {"--out " + dir / "regular_file/sub", "cannot create the directory"}},
+      {{"--out", dir / "regular_file"}, {"--out " + dir / "regular_file", "cannot create the directory"}},
+      {{"--task", "juggle"}, {"--task", "unknown task 'juggle'", "copy, reverse, sort"}},
+      {{"--optimizer", "rmsprop"}, {"--optimizer", "adam, adamw or sgd", "'rmsprop'"}},
+      {{"--resume", dir / "missing.safetensors"}, {dir / "missing.safetensors"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = tiny(out, 1);
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    const Result r = run(args, dir);
+    std::string shown;
+    for (const auto& a : c.extra) shown += a + " ";
+    CAPTURE(shown);
+    INFO("stderr: ", r.err);
+    CHECK(r.rc == 2);
+    const auto errs = r.err_lines();
+    REQUIRE(errs.size() == 1);
+    CHECK(errs[0].rfind("headgrad train: ", 0) == 0);
+    CHECK(errs[0].find("train: train:") == std::string::npos);
+    for (const auto& w : c.want) CHECK(contains(errs[0], w));
+  }
+  CHECK_FALSE(fs::exists(out + "/model.safetensors")); // nothing trained
+}
+
+TEST_CASE("errors of the other commands: one line, exit code 2") {
+  TempDir dir;
+  std::ofstream(dir / "regular_file") << "not a checkpoint";
+  SUBCASE("unknown command") {
+    const Result r = run({"frobnicate", "--steps", "3"}, dir);
+    INFO("stderr: ", r.err);
+    CHECK(r.rc == 2);
+    const auto errs = r.err_lines();
+    REQUIRE(errs.size() == 1);
+    CHECK(contains(errs[0], "unknown command 'frobnicate'"));
+    CHECK(r.out.empty());
+  }
+  SUBCASE("eval errors") {
+    for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"eval"}, "--checkpoint FILE is required"},
+             {{"eval", "--checkpoint", dir / "none.safetensors"}, dir / "none.safetensors"},
+             {{"eval", "--checkpoint", dir / "regular_file"}, dir / "regular_file"},
+             {{"eval", "--checkpoint", "x", "--count", "0"}, "--count must be at least 1"},
+             {{"gradcheck", "--filter"}, "--filter needs a value"},
+             {{"info", "--verbose"}, "unknown flag --verbose"}}) {
+      const Result r = run(args, dir);
+      CAPTURE(want);
+      INFO("stderr: ", r.err);
+      CHECK(r.rc == 2);
+      const auto errs = r.err_lines();
+      REQUIRE(errs.size() == 1);
+      CHECK(contains(errs[0], want));
+    }
+  }
+}
+
+TEST_CASE("headgrad info prints the BLAS core and threads") {
+  TempDir dir;
+  const Result r = run({"info"}, dir);
+  CHECK(r.rc == 0);
+  std::map<std::string, std::string> fields;
+  for (const auto& l : lines_of(r.out)) {
+    const auto colon = l.find(':');
+    if (colon == std::string::npos) continue;
+    const auto v = l.find_first_not_of(' ', colon + 1);
+    fields[l.substr(0, colon)] = v == std::string::npos ? "" : l.substr(v);
+  }
+  CHECK(fields.count("BLAS core"));
+  CHECK_FALSE(fields["BLAS core"].empty());
+  CHECK(fields.count("BLAS threads"));
+  CHECK(std::atoi(fields["BLAS threads"].c_str()) >= 1);
+  CHECK(std::atoi(fields["OpenMP threads"].c_str()) >= 1);
+  CHECK(fields["CPU cores"] == std::to_string(runtime::available_cores()));
+}
+
+TEST_CASE("train --json: a JSON summary on the last stdout line; eval reads the checkpoint") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  std::vector<std::string> args = tiny(out, 30);
+  args.push_back("--json");
+  const Result r = run(args, dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.err_lines().empty());
+  const auto lines = lines_of(r.out);
+  REQUIRE_FALSE(lines.empty());
+  const std::string& j = lines.back();
+  CHECK(j.front() == '{');
+  CHECK(j.back() == '}');
+  CHECK(json_number(j, "steps") == 30);
+  const double loss = json_number(j, "loss");
+  CHECK(loss > 0);
+  CHECK(loss < 3.0);
+  const double tok = json_number(j, "token_acc"), seq = json_number(j, "seq_acc");
+  CHECK(tok >= 0);
+  CHECK(tok <= 1);
+  CHECK(seq >= 0);
+  CHECK(seq <= tok);
+  CHECK(json_number(j, "tokens_per_s") > 0);
+  CHECK(json_number(j, "seconds") > 0);
+  CHECK(contains(j, "\"interrupted\": false"));
+  CHECK(contains(j, "\"out\": \"" + out + "\""));
+  CHECK(fs::exists(out + "/model.safetensors"));
+  CHECK(fs::exists(out + "/metrics.csv"));
+  CHECK(fs::exists(out + "/attention.svg"));
+
+  SUBCASE("eval --checkpoint prints held-out accuracy and examples") {
+    const Result e = run({"eval", "--checkpoint", out + "/model.safetensors", "--count", "40", "--examples", "3",
+                          "--threads", "1"},
+                         dir);
+    INFO("stdout: ", e.out, "\nstderr: ", e.err);
+    CHECK(e.rc == 0);
+    CHECK(contains(e.out, "held-out 40 sequences"));
+    CHECK(contains(e.out, "token acc"));
+    CHECK(contains(e.out, "seq acc"));
+    CHECK(contains(e.out, "step 30"));
+    std::size_t examples = 0;
+    for (const auto& l : lines_of(e.out))
+      if (contains(l, "->") && contains(l, "(target ")) ++examples;
+    CHECK(examples == 3);
+    // the default prints 5 examples
+    const Result d = run({"eval", "--checkpoint", out + "/model.safetensors", "--count", "10", "--threads", "1"}, dir);
+    std::size_t n = 0;
+    for (const auto& l : lines_of(d.out)) n += contains(l, "->");
+    CHECK(n == 5);
+  }
+  SUBCASE("resume: optimizer hyperparameters may change, the model may not") {
+    // --lr given on resume is used (and recorded), not silently replaced by the checkpoint's
+    const Result r2 = run({"train", "--resume", out + "/model.safetensors", "--steps", "33", "--lr", "0.0005",
+                           "--out", out, "--threads", "1", "--quiet"},
+                          dir);
+    INFO("stderr: ", r2.err);
+    CHECK(r2.rc == 0);
+    const train::LoadedRun lr = train::load_model_checkpoint(out + "/model.safetensors");
+    CHECK(lr.step == 33);
+    CHECK(lr.config.lr == 0.0005);
+    CHECK(lr.config.model.d_model == 16);
+    // a flag that would change the model or the data is refused, one line
+    for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+             {"--d-model", "32"}, {"--task", "sort"}, {"--batch", "8"}, {"--dropout", "0.1"}, {"--seed", "5"}}) {
+      CAPTURE(flag);
+      const Result bad = run({"train", "--resume", out + "/model.safetensors", "--steps", "40", flag, value, "--out",
+                              out, "--threads", "1"},
+                             dir);
+      CHECK(bad.rc == 2);
+      const auto errs = bad.err_lines();
+      REQUIRE(errs.size() == 1);
+      CHECK(contains(errs[0], flag));
+      CHECK(contains(errs[0], "differs from the checkpoint"));
+    }
+    // steps not beyond the checkpoint's
+    const Result few = run({"train", "--resume", out + "/model.safetensors", "--steps", "33", "--out", out}, dir);
+    CHECK(few.rc == 2);
+    REQUIRE(few.err_lines().size() == 1);
+    CHECK(contains(few.err_lines()[0], "--steps 33 is not beyond the checkpoint's step 33"));
+  }
+}
+
+TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {
+  TempDir dir;
+  const Result r = run({"gradcheck", "--filter", "matmul"}, dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 0);
+  std::size_t pass = 0;
+  for (const auto& l : lines_of(r.out)) {
+    if (!contains(l, "PASS") && !contains(l, "FAIL")) continue;
+    CHECK(contains(l, "matmul"));
+    CHECK(contains(l, "PASS"));
+    ++pass;
+  }
+  CHECK(pass >= 3);
+  CHECK(contains(r.out, fmt::format("{} cases, {} passed, 0 failed", pass, pass)));
+  // a filter matching nothing runs nothing and succeeds
+  const Result none = run({"gradcheck", "--filter", "no-such-op"}, dir);
+  CHECK(none.rc == 0);
+  CHECK(contains(none.out, "0 cases, 0 passed, 0 failed"));
+}

@@ -1,0 +1,104 @@
+// `headgrad explain`: the printed walk through multi-head attention, checked for shapes, masked
+// zeros, the gradcheck verdict, and against PyTorch's numbers (golden fixtures).
+#include <doctest/doctest.h>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "framework/io/safetensors.hpp"
+#include "train/explain.hpp"
+
+using namespace headgrad;
+
+TEST_CASE("explain: the default example prints every stage with its shape") {
+  const explain::ExplainResult r = explain::run({});
+  const std::string& t = r.text;
+  for (const char* piece :
+       {"queries [1, 3, 4]", "keys [1, 4, 4]", "Q = W_q(queries) [1, 3, 4]", "Q after transpose_qkv [2, 3, 2]",
+        "K after transpose_qkv [2, 4, 2]", "scores = Q K^T / sqrt(d) [2, 3, 4]",
+        "weights = masked_softmax(scores, valid_lens) [2, 3, 4]", "per-head outputs = weights V [2, 3, 2]",
+        "transpose_output (heads side by side) [1, 3, 4]", "output = W_o(concat) [1, 3, 4]",
+        "head 0 takes columns 0..1", "head 1 takes columns 2..3", "dL/d output = R [1, 3, 4]",
+        "d scores = w * (dw - rowsum(dw * w)) [2, 3, 4]", "d W_q.weight = dQ^T queries [4, 4]",
+        "d values = dV W_v [1, 4, 4]", "gradcheck (float64, eps 1e-6, atol 1e-5, rtol 1e-3): PASS"}) {
+    INFO(piece);
+    CHECK(t.find(piece) != std::string::npos);
+  }
+  CHECK(r.gradcheck_ok);
+  CHECK(r.stages_match_full_graph);
+  // valid length 3 of 4 keys: the last key's weight is exactly 0 for every head and query
+  const Tensor* w = nullptr;
+  for (const auto& [n, v] : r.tensors)
+    if (n == "attention_weights") w = &v;
+  REQUIRE(w != nullptr);
+  CHECK(w->shape() == Dims{1, 2, 3, 4});
+  const auto wv = w->to_vector();
+  for (int row = 0; row < 6; ++row) {
+    CHECK(wv[static_cast<std::size_t>(row * 4 + 3)] == 0.0);
+    CHECK(wv[static_cast<std::size_t>(row * 4 + 0)] + wv[static_cast<std::size_t>(row * 4 + 1)] +
+              wv[static_cast<std::size_t>(row * 4 + 2)] ==
+          doctest::Approx(1.0));
+  }
+}
+
+TEST_CASE("explain: flags change the example; impossible ones are refused") {
+  explain::ExplainOptions o;
+  o.batch = 2;
+  o.queries = 2;
+  o.keys = 5;
+  o.hidden = 6;
+  o.heads = 3;
+  o.valid_len = 0; // every key masked: weights and their gradients are all zero, no NaN
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.text.find("Q after transpose_qkv [6, 2, 2]") != std::string::npos);
+  CHECK(r.text.find("nan") == std::string::npos);
+  CHECK(r.gradcheck_ok);
+  o.hidden = 5;
+  CHECK_THROWS_WITH_AS(explain::run(o), "--hidden (5) must be divisible by --heads (3)", std::invalid_argument);
+  o.hidden = 6;
+  o.valid_len = 6;
+  CHECK_THROWS_WITH_AS(explain::run(o), "--valid-len must be in [0, --keys = 5], got 6", std::invalid_argument);
+}
+
+TEST_CASE("explain: on PyTorch's numbers it reproduces the mha_d2l fixture") {
+  const std::string fixture = std::string(HEADGRAD_SOURCE_DIR) + "/tests/reference/fixtures/mha_d2l.safetensors";
+  explain::ExplainOptions o;
+  o.fixture = fixture;
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.gradcheck_ok);
+  CHECK(r.text.find("valid_lens = [3, 2]") != std::string::npos);
+  const io::SafetensorsFile f = io::load_safetensors(fixture);
+  int compared = 0;
+  for (const auto& [name, ours] : r.tensors) {
+    const Tensor& ref = f.at(name);
+    REQUIRE(ours.shape() == ref.shape());
+    const auto a = ours.to_vector(), b = ref.to_vector();
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) - 1e-5 * std::abs(b[i]));
+    INFO(name << " worst excess over rtol 1e-5: " << worst);
+    // explain computes in float64 from the float32 fixture inputs; PyTorch computed in float32,
+    // so the difference is float32 round-off (fixture README: <= 5e-7 here).
+    CHECK(worst <= 1e-6);
+    ++compared;
+  }
+  CHECK(compared == 9);
+}
+
+TEST_CASE("explain: --svg draws the head split and every head's weights") {
+  explain::ExplainOptions o;
+  o.svg = "explain_test.svg";
+  std::remove(o.svg.c_str());
+  (void)explain::run(o);
+  std::ifstream in(o.svg);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string svg = ss.str();
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(svg.find("head 0 (cols 0..1)") != std::string::npos);
+  CHECK(svg.find("head 1 (cols 2..3)") != std::string::npos);
+  CHECK(svg.find("weights (Tq x Tk)") != std::string::npos);
+  std::remove(o.svg.c_str());
+}
