@@ -5,6 +5,7 @@
 #   ./dev.sh test [--sanitize]  deps + build + the whole suite through ctest
 #   ./dev.sh train [ARGS]    deps + build + the default training run (extra ARGS go to headgrad train)
 #   ./dev.sh bench [ARGS]    deps + build + the benchmark
+#   ./dev.sh fuzz [SECONDS]  clang + libFuzzer: fuzz the safetensors reader for SECONDS (default 60)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -68,6 +69,33 @@ case "$cmd" in
     fi
     log "the benchmark is not built yet"
     exit 1
+    ;;
+  fuzz)
+    # The safetensors reader under libFuzzer + ASan + UBSan (tests/fuzz/). clang is installed here
+    # only, not for test/train. Exit 0: no finding; 75: the fuzzing toolchain cannot be installed
+    # (.ci/run skips then); any other non-zero: a build failure or a finding (libFuzzer prints it
+    # and saves the input in build-fuzz/findings/).
+    secs=${1:-60}
+    case "$secs" in '' | *[!0-9]*) log "fuzz: SECONDS must be a whole number, got '$secs'"; exit 2 ;; esac
+    FUZZ_CXX=clang++-14
+    if ! deps clang-14 libclang-rt-14-dev libomp-14-dev ||
+      ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
+        "$FUZZ_CXX" -fsanitize=fuzzer,address,undefined -x c++ - -o /dev/null 2>/dev/null; then
+      log "fuzz: cannot install or use clang-14 with libFuzzer"
+      exit 75
+    fi
+    cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$FUZZ_CXX" -DHEADGRAD_FUZZ=ON >/dev/null
+    cmake --build build-fuzz -j"$JOBS" --target fuzz_safetensors
+    # Fuzz a copy: the committed seeds stay as they are; what the run adds stays in build-fuzz/.
+    rm -rf build-fuzz/corpus
+    mkdir -p build-fuzz/findings
+    cp -r tests/fuzz/corpus build-fuzz/corpus
+    log "fuzzing the safetensors reader for ${secs}s"
+    # detect_leaks: a leak is a finding too. -timeout: an input taking 25 s (a hang) is a finding.
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ./build-fuzz/tests/fuzz/fuzz_safetensors -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 \
+      -dict=tests/fuzz/safetensors.dict -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 \
+      build-fuzz/corpus
     ;;
   help|-h|--help)
     sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'

@@ -139,7 +139,11 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     Node* node = impl->grad_fn.get();
     if (!node) continue; // a leaf: its grad stays
     Tensor gy(impl->grad);
-    if (gy.defined()) {
+    // A node none of whose inputs needs grad any more (a leaf had set_requires_grad(false) after
+    // the op was recorded) has nowhere to write: single-input backwards assume grad(0) exists.
+    bool any_input = false;
+    for (std::size_t i = 0; i < node->inputs.size(); ++i) any_input = any_input || node->needs_grad(i);
+    if (gy.defined() && any_input) {
       const double t0 = g_profiler ? now_seconds() : 0.0;
       node->backward(*node, gy);
       if (g_profiler) profiler_add(node->name, true, now_seconds() - t0);

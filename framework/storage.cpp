@@ -1,5 +1,6 @@
 #include "framework/storage.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -60,6 +61,14 @@ struct Cache {
   ~Cache() { release(); }
 };
 
+// Under AddressSanitizer every storage gets its own exact-size block and is freed at once: a
+// cache would hide overflows into rounding slack and use-after-free of recycled blocks.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUseCache = false;
+#else
+constexpr bool kUseCache = true;
+#endif
+
 Cache& cache() {
   static Cache* c = new Cache(); // leaked on purpose: storages may die during static destruction
   return *c;
@@ -68,11 +77,19 @@ Cache& cache() {
 } // namespace
 
 Storage::Storage(std::size_t nbytes)
-    : data_(nullptr), nbytes_(nbytes), capacity_(round_size(nbytes)) {
-  data_ = cache().take(capacity_);
+    : data_(nullptr), nbytes_(nbytes), capacity_(kUseCache ? round_size(nbytes) : std::max<std::size_t>(nbytes, 1)) {
+  if (kUseCache) {
+    data_ = cache().take(capacity_);
+  } else {
+    data_ = std::malloc(capacity_);
+    if (!data_) throw std::bad_alloc();
+  }
 }
 
-Storage::~Storage() { cache().give(data_, capacity_); }
+Storage::~Storage() {
+  if (kUseCache) cache().give(data_, capacity_);
+  else std::free(data_);
+}
 
 AllocatorStats allocator_stats() {
   std::lock_guard lock(cache().mu);

@@ -57,7 +57,7 @@ TEST_CASE("masked_softmax: a zero-length row gives zero weights and zero gradien
   for (double d : gx) CHECK(std::isfinite(d));
 }
 
-TEST_CASE("masked_softmax: stable with huge inputs; max taken over kept keys only") {
+TEST_CASE("masked_softmax: stable with huge inputs, max taken over kept keys only") {
   // A huge value at a masked position must not underflow the kept ones.
   Tensor X = Tensor::from({1.0, 2.0, 1e30}, {1, 1, 3});
   const auto v = ops::masked_softmax(X, Tensor::from_ints({2}, {1})).to_vector();

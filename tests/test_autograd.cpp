@@ -342,7 +342,17 @@ TEST_CASE("autograd: the graph is freed after backward") {
   }
 }
 
-TEST_CASE("autograd: ops on leaves that need no grad record nothing; mixed inputs record") {
+TEST_CASE("autograd: a leaf frozen after the graph was built gets no gradient (and nothing crashes)") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor w = leaf({0.5, -1, 2}, {3});
+  Tensor y = ops::add(ops::sum(ops::exp(x)), ops::sum(ops::mul(ops::tanh(x), w)));
+  x.set_requires_grad(false); // e.g. freezing a layer between forward and backward
+  y.backward();
+  CHECK_FALSE(x.grad().defined());
+  check_close(w.grad().to_vector(), {std::tanh(1.0), std::tanh(2.0), std::tanh(3.0)});
+}
+
+TEST_CASE("autograd: ops on leaves that need no grad record nothing, mixed inputs record") {
   Tensor a = Tensor::from({1, 2}, {2}, DType::f64);
   Tensor b = leaf({3, 4}, {2});
   Tensor y = ops::mul(a, b);
@@ -353,4 +363,13 @@ TEST_CASE("autograd: ops on leaves that need no grad record nothing; mixed input
   Tensor z = ops::mul(a, a);
   CHECK_FALSE(z.requires_grad());
   CHECK(z.is_leaf());
+  // multi-input ops with one constant input: only the other gets a gradient
+  Tensor c = leaf({1, 2, 3, 4}, {2, 2});
+  ops::sum(ops::mul(ops::concat({a, c.slice(0, 0, 1).reshape({2})}, 0), Tensor::from({1, 2, 3, 4}, {4}, DType::f64)))
+      .backward();
+  check_close(c.grad().to_vector(), {3, 4, 0, 0});
+  CHECK_FALSE(a.grad().defined());
+  Tensor m = leaf({1, 2, 3, 4}, {2, 2});
+  ops::sum(ops::matmul(Tensor::from({1, 1}, {1, 2}, DType::f64), m)).backward(); // d/dm sum(1^T m) = 1
+  check_close(m.grad().to_vector(), {1, 1, 1, 1});
 }

@@ -281,7 +281,7 @@ TEST_CASE("headgrad info prints the BLAS core and threads") {
   CHECK(fields["CPU cores"] == std::to_string(runtime::available_cores()));
 }
 
-TEST_CASE("train --json: a JSON summary on the last stdout line; eval reads the checkpoint") {
+TEST_CASE("train --json: a JSON summary on the last stdout line, and eval reads the checkpoint") {
   TempDir dir;
   const std::string out = dir / "run";
   std::vector<std::string> args = tiny(out, 30);

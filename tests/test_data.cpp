@@ -136,7 +136,7 @@ TEST_CASE("data: generated batches satisfy every invariant, for every task") {
   }
 }
 
-TEST_CASE("data: sort targets are a sorted permutation; reverse targets read the source backwards") {
+TEST_CASE("data: sort targets are a sorted permutation, reverse targets read the source backwards") {
   // The same (seed, index) under different tasks draws the same sources (the task only changes
   // the targets), which makes the three target rules comparable side by side.
   TaskConfig copy{Task::copy, 16, 4, 16}, rev{Task::reverse, 16, 4, 16}, srt{Task::sort, 16, 4, 16};

@@ -42,7 +42,7 @@ TEST_CASE("explain: the default example prints every stage with its shape") {
   }
 }
 
-TEST_CASE("explain: flags change the example; impossible ones are refused") {
+TEST_CASE("explain: flags change the example, impossible ones are refused") {
   explain::ExplainOptions o;
   o.batch = 2;
   o.queries = 2;

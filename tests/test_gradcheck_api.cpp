@@ -180,7 +180,7 @@ TEST_CASE("gradcheck api: NEGATIVE CONTROL - a layout bug and a non-accumulating
   CHECK_FALSE(gradcheck([](const std::vector<Tensor>& xs) { return square_op(xs[0], 1.01); }, {randn({5}, 10)}).ok);
 }
 
-TEST_CASE("gradcheck api: float32 inputs are checked in float64; the caller's tensors are untouched") {
+TEST_CASE("gradcheck api: float32 inputs are checked in float64, the caller's tensors are untouched") {
   const Tensor x = randn({2, 3}, 11, DType::f32);
   const std::vector<double> before = x.to_vector();
   DType seen = DType::f32;

@@ -35,7 +35,7 @@ TEST_CASE("tensor: seeded generators are deterministic") {
   }
 }
 
-TEST_CASE("tensor: views share storage; contiguous copies only when needed") {
+TEST_CASE("tensor: views share storage, contiguous copies only when needed") {
   Tensor x = Tensor::from({0, 1, 2, 3, 4, 5}, {2, 3});
   Tensor r = x.reshape({3, 2});
   CHECK(r.raw() == x.raw()); // a view

@@ -74,6 +74,12 @@ TrainOptions tiny(const std::string& out_dir, std::int64_t steps) {
   c.batch = 32;
   c.lr = 5e-3;
   c.warmup = 20;
+  c.schedule = "constant"; // (RunConfig's default is cosine: a run of N steps would decay to 0 at N)
+  c.momentum = 0.9;
+  c.clip = 1.0;
+  c.optimizer = "adam";
+  c.weight_decay = 0.0;
+  c.model.dropout = 0.0;
   c.steps = steps;
   c.seed = 1;
   o.eval_every = 100;
@@ -192,7 +198,8 @@ TEST_CASE("resume equivalence: N steps + resume to 2N == 2N steps, exactly") {
   for (const Variant& v : {Variant{"adam, warmup across the resume", "adam", 0.0, 45, 1.0},
                            Variant{"adamw with weight decay", "adamw", 0.1, 5, 1.0},
                            Variant{"sgd with momentum and weight decay, no clipping", "sgd", 1e-3, 5, 0.0}}) {
-    CAPTURE(v.name);
+    const std::string variant = v.name;
+    CAPTURE(variant);
     TempDir full_dir, part_dir;
     TrainOptions full = tiny(full_dir.path.string(), 2 * N);
     full.run.optimizer = v.optimizer;
@@ -354,7 +361,7 @@ TEST_CASE("evaluate(): an untrained model is near chance, a trained one is not")
   CHECK(t2.loss == t.loss);
 }
 
-TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor; the last checkpoint is intact") {
+TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the last checkpoint is intact") {
   TempDir dir;
   TrainOptions o = tiny(dir.path.string(), 20);
   (void)train::train(o);

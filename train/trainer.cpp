@@ -1,6 +1,7 @@
 #include "train/trainer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -18,8 +19,11 @@
 namespace headgrad::train {
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_sigint(int) { g_stop = 1; }
+// Set by the SIGINT handler and by request_stop() from any thread: a lock-free atomic is safe in
+// both places (a volatile sig_atomic_t written from another thread would be a data race).
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+extern "C" void on_sigint(int) { g_stop.store(1, std::memory_order_relaxed); }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -99,7 +103,7 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_s
 } // namespace
 
 void install_interrupt_handler() { std::signal(SIGINT, on_sigint); }
-void request_stop() { g_stop = 1; }
+void request_stop() { g_stop.store(1, std::memory_order_relaxed); }
 
 EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set) {
   NoGradGuard ng;
@@ -190,7 +194,7 @@ TrainSummary train(const TrainOptions& o) {
   const double t_begin = now();
   double last_print = 0;
   std::int64_t last_eval_step = -1;
-  g_stop = 0;
+  g_stop.store(0, std::memory_order_relaxed);
 
   // For error messages: the newest checkpoint on disk (this run's, else the one it resumed from).
   auto last_checkpoint = [&]() -> std::string {
@@ -248,6 +252,7 @@ TrainSummary train(const TrainOptions& o) {
     sum.losses.push_back(loss_value);
     const double tps = static_cast<double>(B * T) / dt;
     fmt::print(csv, "{},{:.6f},{:.6g},{:.1f},,,\n", step, loss_value, lr, tps);
+    if (step % 50 == 0) std::fflush(csv); // someone may be watching the file; a crash loses < 50 rows
 
     // progress
     const std::int64_t done = step - start, total = cfg.steps - start;
@@ -270,7 +275,7 @@ TrainSummary train(const TrainOptions& o) {
     if (eval_now) run_eval(step);
     if ((o.save_every > 0 && step % o.save_every == 0) || (o.save_every == 0 && eval_now)) save(step);
     if (eval_now && sum.eval.seq_acc >= o.stop_at_seq_acc) break;
-    if (g_stop) {
+    if (g_stop.load(std::memory_order_relaxed)) {
       save(step);
       sum.interrupted = true;
       if (!o.quiet) fmt::print("{}interrupted at step {}: checkpoint saved to {} (continue with --resume {})\n",

@@ -60,8 +60,8 @@ struct Tanh { // y = tanh x;  dy/dx = 1 - y^2
   template <typename T> T f(T x) const { return std::tanh(x); }
   template <typename T> T df(T, T y) const { return T(1) - y * y; }
 };
-struct Relu { // y = max(x, 0);  dy/dx = [x > 0] (0 at x = 0, as PyTorch)
-  template <typename T> T f(T x) const { return x > T(0) ? x : T(0); }
+struct Relu { // y = max(x, 0);  dy/dx = [x > 0] (0 at x = 0, as PyTorch); NaN stays NaN, as PyTorch
+  template <typename T> T f(T x) const { return x > T(0) || x != x ? x : T(0); }
   template <typename T> T df(T x, T) const { return x > T(0) ? T(1) : T(0); }
 };
 // y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2/pi)
