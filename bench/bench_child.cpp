@@ -249,19 +249,19 @@ void export_inputs(const std::string& dir, const std::string& tag, const train::
   io::save_safetensors((fs::path(dir) / (tag + ".weights.safetensors")).string(), model.named_parameters());
 
   const std::int64_t B = cfg.batch, T = cfg.task.max_len;
-  std::vector<std::int64_t> tokens, targets, lens;
-  tokens.reserve(static_cast<std::size_t>(num_batches * B * T));
-  targets.reserve(tokens.capacity());
+  Tensor tokens = Tensor::zeros({num_batches, B, T}, DType::i64), targets = Tensor::zeros({num_batches, B, T}, DType::i64),
+         lens = Tensor::zeros({num_batches, B}, DType::i64);
   for (std::int64_t i = 0; i < num_batches; ++i) {
     const data::Batch b = data::make_batch(cfg.task, cfg.seed, static_cast<std::uint64_t>(i), B);
-    for (auto v : b.tokens.to_int_vector()) tokens.push_back(v);
-    for (auto v : b.targets.to_int_vector()) targets.push_back(v);
-    for (auto v : b.valid_lens.to_int_vector()) lens.push_back(v);
+    const Tensor bt = b.tokens.contiguous(), bg = b.targets.contiguous(), bl = b.valid_lens.contiguous();
+    std::copy_n(bt.data<std::int64_t>(), B * T, tokens.data<std::int64_t>() + i * B * T);
+    std::copy_n(bg.data<std::int64_t>(), B * T, targets.data<std::int64_t>() + i * B * T);
+    std::copy_n(bl.data<std::int64_t>(), B, lens.data<std::int64_t>() + i * B);
   }
   io::NamedTensors out = {{"pos_encoding", model.pos_encoding->P.slice(0, 0, T)},
-                          {"tokens", Tensor::from_ints(tokens, {num_batches, B, T})},
-                          {"targets", Tensor::from_ints(targets, {num_batches, B, T})},
-                          {"valid_lens", Tensor::from_ints(lens, {num_batches, B})}};
+                          {"tokens", tokens},
+                          {"targets", targets},
+                          {"valid_lens", lens}};
   if (eval_count > 0) {
     const data::Batch e = data::make_eval_set(cfg.task, eval_count);
     out.push_back({"eval_tokens", e.tokens});

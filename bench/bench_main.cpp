@@ -19,7 +19,9 @@
 // works, given the same threads, the initial weights and the batches through a temp directory.
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -51,15 +53,15 @@ std::vector<cli::FlagSpec> bench_flags() {
   const std::string cores = std::to_string(runtime::available_cores());
   return {
       {"threads", Kind::integer, cores, "threads for both sides (BLAS + OpenMP; torch.set_num_threads)"},
-      {"configs", Kind::text, "small,large", "configurations to time: small, large or both", "LIST"},
+      {"configs", Kind::text, "small,large", "configurations to time: small, large, both or none", "LIST"},
       {"warmup-steps", Kind::integer, "10", "untimed steps before the timed windows"},
       {"windows", Kind::integer, "5", "timed windows; the median window gives ms/step"},
       {"window-steps", Kind::integer, "20", "steps per timed window"},
       {"profile-steps", Kind::integer, "10", "extra headgrad steps under the op profiler (0: no profile)"},
-      {"sgemm-seconds", Kind::real, "0.1", "seconds spent timing cblas_sgemm on each model gemm shape"},
+      {"sgemm-seconds", Kind::real, "0.2", "seconds spent timing cblas_sgemm on each model gemm shape"},
       {"skip-tta", Kind::flag, "false", "skip time-to-accuracy (the slow part: minutes)"},
       {"tta-target", Kind::real, "0.99", "held-out sequence accuracy to reach"},
-      {"tta-eval-every", Kind::integer, "25", "evaluate the held-out set every N steps during time-to-accuracy"},
+      {"tta-eval-every", Kind::integer, "50", "evaluate the held-out set every N steps during time-to-accuracy"},
       {"tta-max-steps", Kind::integer, "", "give up after N steps (default: --steps)"},
       {"eval-count", Kind::integer, "1000", "held-out sequences (as headgrad train)"},
       {"skip-soak", Kind::flag, "false", "skip the RSS-growth soak run"},
@@ -216,7 +218,8 @@ struct Runner {
       f << spec.dump(1) << "\n";
     }
     json hg, pt;
-    const int rc = run_process({self_exe().string(), "--child", spec_path.string()}, {});
+    // /proc/self/exe: exactly this binary, even if a rebuild has replaced the file meanwhile
+    const int rc = run_process({"/proc/self/exe", "--child", spec_path.string()}, {});
     auto r = read_json(spec["result_headgrad"].get<std::string>());
     if (rc != 0 || !r) hg = {{"error", fmt::format("headgrad child exited with {}", rc)}};
     else hg = *r;
@@ -334,7 +337,7 @@ int run(int argc, char** argv) {
     std::stringstream ss(list);
     std::string item;
     while (std::getline(ss, item, ','))
-      if (!item.empty()) {
+      if (!item.empty() && item != "none") {
         try {
           configs.push_back(config_by_name(item));
         } catch (const std::invalid_argument& e) {
@@ -371,18 +374,10 @@ int run(int argc, char** argv) {
     }
   }
 
-  char tmpl[] = "/tmp/headgrad-bench-XXXXXX";
   {
-    const fs::path base = fs::temp_directory_path() / "headgrad-bench-XXXXXX";
-    std::string s = base.string();
-    std::vector<char> buf(s.begin(), s.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data())) {
-      if (!mkdtemp(tmpl)) throw std::runtime_error("cannot create a temp directory");
-      runner.dir = tmpl;
-    } else {
-      runner.dir = buf.data();
-    }
+    std::string tmpl = (fs::temp_directory_path() / "headgrad-bench-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error(fmt::format("cannot create {}: {}", tmpl, std::strerror(errno)));
+    runner.dir = tmpl;
   }
   const bool keep = args.flag("keep-tmp");
   struct Cleanup {
@@ -480,10 +475,13 @@ int run(int argc, char** argv) {
                           }
                           return s;
                         }()));
-  t.section(fmt::format("training settings ({}): {}", hyper_source.dump().find("flag") != std::string::npos
-                                                           ? "headgrad train defaults, some overridden by flags"
-                                                           : "headgrad train defaults",
-                        hyper.str()));
+  {
+    std::string overridden;
+    for (const auto& [flag, src] : hyper_source.items())
+      if (src == "flag") overridden += (overridden.empty() ? " (flags: --" : ", --") + flag;
+    if (!overridden.empty()) overridden += ")";
+    t.section(fmt::format("training settings: headgrad train defaults{}: {}", overridden, hyper.str()));
+  }
   t.section(fmt::format("FLOPs: {}", kFlopFormula));
   t.section(fmt::format("ms/step: median of {} windows x {} steps after {} warm-up steps; tokens/s = B*T/step", windows,
                         per, warm));
@@ -521,7 +519,8 @@ int run(int argc, char** argv) {
       t.row("achieved / sgemm limit", fmt_num(100 * frac, 0) + "%", fmt_num(100 * pfrac, 0) + "%", "");
     }
     const double hr = num(hg, "peak_rss_kib") / 1024, pr = num(pt, "peak_rss_kib") / 1024;
-    const auto met_rss = check(hr / pr, 1.0, false).has_value() ? std::optional<bool>(hr < pr) : std::nullopt;
+    const std::optional<bool> met_rss = std::isfinite(hr / pr) ? std::optional<bool>(hr < pr) : std::nullopt;
+
     t.row("peak RSS MiB (VmHWM)", fmt_num(hr), fmt_num(pr), fmt_ratio(hr / pr), "< PyTorch", status_of(met_rss));
     add_target(targets, fmt::format("{} peak RSS < PyTorch", c.name), hr / pr, "< 1", met_rss);
     const double hl = num(hg, "first_loss"), pl = num(pt, "first_loss");

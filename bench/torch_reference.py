@@ -23,6 +23,7 @@ import math
 import mmap
 import os
 import re
+import statistics
 import struct
 import sys
 import time
@@ -312,8 +313,7 @@ def throughput(spec, tr):
             s += 1
             tr.step(s)
         window_ms.append((time.perf_counter() - t0) / spec["window_steps"] * 1e3)
-    ms = sorted(window_ms)[len(window_ms) // 2] if len(window_ms) % 2 else \
-        0.5 * sum(sorted(window_ms)[len(window_ms) // 2 - 1:len(window_ms) // 2 + 1])
+    ms = statistics.median(window_ms)
     c = spec["config"]
     return {"first_loss": first_loss, "window_ms": window_ms, "ms_per_step": ms,
             "tokens_per_s": c["batch"] * c["max_len"] / (ms * 1e-3),

@@ -63,8 +63,17 @@ template <typename Fn> static void dispatch_any(DType d, Fn&& fn) {
 }
 
 Tensor new_tensor(const Dims& shape, DType dtype) {
-  for (auto s : shape)
+  // Checked size arithmetic: a hostile shape must not overflow into a small allocation.
+  constexpr std::int64_t kMaxBytes = std::int64_t{1} << 46; // 64 TiB: far beyond any real tensor here
+  std::int64_t elements = 1;
+  for (auto s : shape) {
     if (s < 0) throw std::invalid_argument(fmt::format("tensor: negative size in shape {}", shape));
+    if (s != 0 && elements > kMaxBytes / s)
+      throw std::invalid_argument(fmt::format("tensor: shape {} is too large", shape));
+    elements *= s;
+  }
+  if (elements > kMaxBytes / static_cast<std::int64_t>(dtype_size(dtype)))
+    throw std::invalid_argument(fmt::format("tensor: shape {} of {} is too large", shape, dtype_name(dtype)));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
   impl->shape = shape;

@@ -33,6 +33,9 @@
 //   it, renames it over `path` and fsyncs the directory. After a failure `path` still holds its
 //   old content (or still does not exist) and the temporary file has been removed. (If `path` is
 //   a symlink, the link itself is replaced by the new file, as rename() does.)
+// - A process killed mid-save (SIGKILL, OOM killer) cannot remove its temporary file, so each
+//   save first removes the temporary files of `path` left by writers that no longer exist (see
+//   remove_stale_temp_files): crashed runs do not pile up multi-MB leftovers.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -79,5 +82,11 @@ SafetensorsFile parse_safetensors(const void* data, std::size_t size, const std:
 // Reads and parses the file at `path`. The header is validated before any tensor is allocated,
 // then each tensor is read straight into its own storage (no second copy of the file).
 SafetensorsFile load_safetensors(const std::string& path);
+
+// Removes the files "<path>.tmp.<pid>.<n>" (save_safetensors' temporaries for `path`, names of
+// exactly that shape) whose writer process <pid> no longer exists on this machine. Another live
+// process's (or this process's) temporaries are left alone. Best effort: errors are ignored.
+// Returns how many files were removed. save_safetensors calls it before it writes.
+std::size_t remove_stale_temp_files(const std::string& path);
 
 } // namespace headgrad::io

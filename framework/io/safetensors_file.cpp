@@ -10,15 +10,19 @@
 // rename() within one directory is atomic on POSIX file systems: readers see the old file or the
 // new one. The first fsync makes the data durable before the rename can be; the directory fsync
 // makes the rename itself durable. The <n> (a per-process counter) keeps two threads saving to
-// the same path from writing into one temporary file.
+// the same path from writing into one temporary file. A writer killed mid-save (SIGKILL) leaves
+// its temporary file behind; the next save to that path removes it (remove_stale_temp_files).
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <sys/stat.h>
 #include <system_error>
 #include <unistd.h>
+#include <vector>
 
 #include "framework/io/safetensors_format.hpp"
 
@@ -87,7 +91,38 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// "<pid>.<n>" (both decimal, no sign) -> pid; 0 if `rest` has any other shape.
+pid_t temp_writer_pid(const std::string& rest) {
+  const auto dot = rest.find('.');
+  if (dot == 0 || dot == std::string::npos || dot + 1 == rest.size()) return 0;
+  for (std::size_t i = 0; i < rest.size(); ++i)
+    if (i != dot && (rest[i] < '0' || rest[i] > '9')) return 0;
+  if (dot > 9) return 0; // longer than any pid
+  return static_cast<pid_t>(std::stol(rest.substr(0, dot)));
+}
+
 } // namespace
+
+std::size_t remove_stale_temp_files(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  const std::string dir = parent_dir(path);
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  std::vector<std::string> stale;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+      const pid_t pid = temp_writer_pid(name.substr(prefix.size()));
+      // kill(pid, 0) probes without signalling: ESRCH = no such process. (EPERM: it exists.)
+      if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::size_t removed = 0;
+  for (const std::string& name : stale)
+    if (::unlink((dir == "/" ? "/" + name : dir + "/" + name).c_str()) == 0) ++removed;
+  return removed;
+}
 
 SafetensorsFile load_safetensors(const std::string& path) {
   Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -123,6 +158,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   // Bad input is refused before any file is touched.
   std::uint64_t data_size = 0;
   const std::string header = detail::make_header(tensors, metadata, path, data_size);
+
+  remove_stale_temp_files(path); // leftovers of writers that were killed mid-save
 
   static std::atomic<unsigned> counter{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);

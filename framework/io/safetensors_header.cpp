@@ -50,8 +50,9 @@ bool dtype_from_file(const std::string& s, DType& out) {
 
 // The spec's other dtypes: files that are valid but hold what this framework cannot represent.
 bool is_spec_dtype(const std::string& s) {
-  static const std::set<std::string> spec = {"U8",  "I8",  "I16", "U16",     "F16",     "BF16",    "I32",     "U32",
-                                             "U64", "C64", "F4",  "F6_E2M3", "F6_E3M2", "F8_E5M2", "F8_E4M3", "F8_E8M0"};
+  static const std::set<std::string> spec = {"U8",  "I8",      "I16",     "U16",     "F16",     "BF16",
+                                             "I32", "U32",     "U64",     "C64",     "F4",      "F6_E2M3",
+                                             "F6_E3M2", "F8_E5M2", "F8_E4M3", "F8_E8M0"};
   return spec.count(s) != 0;
 }
 
@@ -109,11 +110,13 @@ Entry read_entry(const std::string& name, const Json& v, std::uint64_t data_size
   e.name = name;
 
   const Json& dt = v["dtype"];
-  if (!dt.is_string()) fail(where, fmt::format("{}: \"dtype\" must be a string, got {} {}", t, dt.type_name(), show(dt)));
+  if (!dt.is_string())
+    fail(where, fmt::format("{}: \"dtype\" must be a string, got {} {}", t, dt.type_name(), show(dt)));
   const std::string dts = dt.get<std::string>();
   if (!dtype_from_file(dts, e.dtype)) {
     if (is_spec_dtype(dts))
-      fail(where, fmt::format("{}: dtype {} is not supported (headgrad reads F32, F64, I64 and BOOL)", t, quote_name(dts)));
+      fail(where, fmt::format("{}: dtype {} is not supported (headgrad reads F32, F64, I64 and BOOL)", t,
+                              quote_name(dts)));
     fail(where, fmt::format("{}: unknown dtype {}", t, quote_name(dts)));
   }
 
@@ -121,7 +124,8 @@ Entry read_entry(const std::string& name, const Json& v, std::uint64_t data_size
   // int64, because Dims::numel and contiguous_strides multiply unchecked - even for a tensor with
   // a 0 dim, whose partial products are formed before the 0 is reached.
   const Json& sh = v["shape"];
-  if (!sh.is_array()) fail(where, fmt::format("{}: \"shape\" must be an array, got {} {}", t, sh.type_name(), show(sh)));
+  if (!sh.is_array())
+    fail(where, fmt::format("{}: \"shape\" must be an array, got {} {}", t, sh.type_name(), show(sh)));
   if (sh.size() > static_cast<std::size_t>(kMaxDims))
     fail(where, fmt::format("{}: shape has {} dimensions; headgrad supports at most {}", t, sh.size(), kMaxDims));
   std::vector<std::int64_t> dims;
@@ -190,8 +194,9 @@ public:
                                          : fmt::format("duplicate tensor name {} in the header", quote_name(k)));
       if (stack_.size() == 2) {
         const std::string& owner = stack_[0].key;
-        fail(where_, fmt::format("duplicate key {} in {}", quote_name(k),
-                                 owner == "__metadata__" ? std::string("\"__metadata__\"") : "tensor " + quote_name(owner)));
+        const std::string in =
+            owner == "__metadata__" ? std::string("\"__metadata__\"") : "tensor " + quote_name(owner);
+        fail(where_, fmt::format("duplicate key {} in {}", quote_name(k), in));
       }
       fail(where_, fmt::format("duplicate key {} in the header", quote_name(k)));
     }
