@@ -89,10 +89,26 @@ template <Bin K, typename T> void binary_forward(const Tensor& out, const Tensor
 // VJP:      da += sum_over_broadcast(dy * dy/da); db likewise
 // shapes:   dy: s (contiguous); da: a's shape; db: b's shape (contiguous grad buffers, read
 //           through stride-0 broadcast strides so the += sums over broadcast axes)
-template <Bin K, typename T>
+template <Bin K, typename T, bool Fast = true>
 void binary_backward(const Tensor& gy, const Tensor& a, const Tensor& b, const Tensor& ga, const Tensor& gb) {
   const Dims& s = gy.shape();
   const T* g = gy.data<T>();
+  if constexpr (Fast && (K == Bin::add || K == Bin::sub)) {
+    // Fast path (residual connections, bias adds): an operand of the output's full shape takes
+    // dy as it is, no broadcast bookkeeping per element.
+    const std::int64_t n = gy.numel();
+    auto direct = [&](const Tensor& gx, T sign) {
+      if (!gx.defined() || !(gx.shape() == s)) return false;
+      T* d = gx.data<T>();
+      for (std::int64_t i = 0; i < n; ++i) d[i] += sign * g[i];
+      return true;
+    };
+    const bool a_done = direct(ga, T(1));
+    const bool b_done = direct(gb, K == Bin::add ? T(1) : T(-1));
+    if ((a_done || !ga.defined()) && (b_done || !gb.defined())) return;
+    binary_backward<K, T, false>(gy, a, b, a_done ? Tensor() : ga, b_done ? Tensor() : gb);
+    return;
+  }
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   const std::array<Dims, 5> st{
