@@ -287,6 +287,8 @@ int info(int argc, char** argv) {
                       : "");
   fmt::print("BLAS threads:    {}\n", b.blas_threads);
   fmt::print("OpenMP threads:  {}\n", b.omp_threads);
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(library default: spin)");
   fmt::print("CPU cores:       {}\n", b.cores);
   fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
   const std::string notice = runtime::blas_core_notice();

@@ -64,19 +64,29 @@ std::string preferred_core(const std::string& active, const CpuFeatures& cpu) {
 }
 
 void maybe_reexec_with_better_blas_core(int /*argc*/, char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE")) return; // the user's choice stands
+  if (std::getenv("HEADGRAD_REEXECED")) return; // already re-executed once
+  bool change = false;
+  // OpenMP threads that spin after our parallel loops steal the cores OpenBLAS's own threads
+  // need for the next gemm (measured: 4x slower at 2 threads). libgomp reads the policy only at
+  // start-up, hence the re-exec. A value the user set stands.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    change = true;
+  }
   const char* off = std::getenv("HEADGRAD_BLAS_AUTOCORE");
-  if (off && std::string(off) == "0") return;
-  if (std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM")) return; // already re-executed once
-  const std::string active = openblas_get_corename();
-  const std::string want = preferred_core(active, cpu_features());
-  if (want.empty()) return;
-  setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
-  setenv("HEADGRAD_BLAS_AUTOCORE_FROM", active.c_str(), 1);
+  if (!std::getenv("OPENBLAS_CORETYPE") && !(off && std::string(off) == "0")) {
+    const std::string active = openblas_get_corename();
+    const std::string want = preferred_core(active, cpu_features());
+    if (!want.empty()) {
+      setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
+      setenv("HEADGRAD_BLAS_AUTOCORE_FROM", active.c_str(), 1);
+      change = true;
+    }
+  }
+  if (!change) return;
+  setenv("HEADGRAD_REEXECED", "1", 1);
   execv("/proc/self/exe", argv);
-  // exec failed: carry on with the fallback kernel, correct but slower
-  unsetenv("OPENBLAS_CORETYPE");
-  unsetenv("HEADGRAD_BLAS_AUTOCORE_FROM");
+  // exec failed: carry on as we are (correct, possibly slower)
 }
 
 std::string blas_core_notice() {

@@ -25,11 +25,15 @@ BlasInfo blas_info();
 void set_threads(int n);
 int available_cores();
 
-// OpenBLAS picks its kernel when the library loads. If it fell back to a generic core (e.g.
-// Prescott) on a CPU that has AVX-512 or AVX2, and the user has not set OPENBLAS_CORETYPE, this
-// re-executes the program once with OPENBLAS_CORETYPE set to the matching kernel (SkylakeX or
-// Haswell). Never overrides a value the user set; HEADGRAD_BLAS_AUTOCORE=0 disables it. Returns
-// normally when nothing is to be done; on re-exec it does not return.
+// Settings that libraries read only when they load, so they need one re-exec (never more):
+// - OpenBLAS picks its kernel at load. If it fell back to a generic core (e.g. Prescott) on a
+//   CPU that has AVX-512 or AVX2, and the user has not set OPENBLAS_CORETYPE, the program is
+//   re-executed with OPENBLAS_CORETYPE set to the matching kernel (SkylakeX or Haswell);
+//   HEADGRAD_BLAS_AUTOCORE=0 disables this.
+// - OMP_WAIT_POLICY=PASSIVE when unset, so idle OpenMP threads sleep instead of spinning on the
+//   cores OpenBLAS's threads need.
+// Never overrides a value the user set. Returns normally when nothing is to be done; on
+// re-exec it does not return.
 void maybe_reexec_with_better_blas_core(int argc, char** argv);
 // The one line to print at start-up if the kernel was chosen for the user ("" otherwise).
 std::string blas_core_notice();
