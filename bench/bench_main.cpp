@@ -461,6 +461,7 @@ int run(int argc, char** argv) {
 
   // ---- the table ----
   Table t;
+  std::vector<std::string> notes; // failures, printed under the table
   t.section(fmt::format("headgrad vs PyTorch: {} threads; headgrad: OpenBLAS core {}; PyTorch: {}", threads, blas.core,
                         [&]() -> std::string {
                           if (!runner.torch) return "not run (" + torch_info["reason"].get<std::string>() + ")";
@@ -493,7 +494,10 @@ int run(int argc, char** argv) {
     const json& pt = r["torch"];
     t.section(fmt::format("{}: {}, {:.3f} GFLOP/step", c.name, c.str(), step_flops(c) * 1e-9));
     const double hms = num(hg, "ms_per_step"), pms = num(pt, "ms_per_step");
-    t.row("ms/step", fmt_num(hms, 2), fmt_num(pms, 2), fmt_ratio(hms / pms));
+    auto or_failed = [](const json& j, const std::string& text) { return has(j, "error") ? "failed" : text; };
+    t.row("ms/step", or_failed(hg, fmt_num(hms, 2)), or_failed(pt, fmt_num(pms, 2)), fmt_ratio(hms / pms));
+    for (const auto& [who, j] : {std::pair<const char*, const json*>{"headgrad", &hg}, {"PyTorch", &pt}})
+      if (has(*j, "error")) notes.push_back(fmt::format("{} {}: {}", who, c.name, (*j)["error"].get<std::string>()));
     const double tr = num(hg, "tokens_per_s") / num(pt, "tokens_per_s");
     const double want = c.name == "small" ? 5.0 : 2.0;
     const auto met_tps = check(tr, want, true);
@@ -539,6 +543,7 @@ int run(int argc, char** argv) {
                           tta_target, eval_every, tta_max));
     auto secs = [](const json& j) { return has(j, "reached") && j["reached"].get<bool>() ? num(j, "seconds") : NAN; };
     auto txt = [](const json& j, double s) -> std::string {
+      if (has(j, "error")) return "failed";
       if (!has(j, "reached")) return "-";
       return j["reached"].get<bool>() ? fmt_num(s, 1) : fmt::format(">{:.0f}", num(j, "seconds"));
     };
@@ -547,12 +552,15 @@ int run(int argc, char** argv) {
     if (has(hg, "reached") && !hg["reached"].get<bool>()) met = false;
     t.row("seconds to target", txt(hg, hs), txt(pt, ps), fmt_ratio(ratio), "<= 0.2x PyTorch", status_of(met));
     auto steps = [](const json& j) -> std::string {
+      if (has(j, "error")) return "failed";
       if (!has(j, "reached")) return "-";
       return j["reached"].get<bool>() ? fmt::format("{}", j["steps"].get<std::int64_t>())
                                       : fmt::format(">{}", j["steps"].get<std::int64_t>());
     };
     t.row("steps to target", steps(hg), steps(pt), "");
     add_target(targets, "small time-to-0.99 <= 1/5 of PyTorch's", ratio, "<= 0.2", met);
+    for (const auto& [who, j] : {std::pair<const char*, const json*>{"headgrad", &hg}, {"PyTorch", &pt}})
+      if (has(*j, "error")) notes.push_back(fmt::format("{} time to accuracy: {}", who, (*j)["error"].get<std::string>()));
   }
   if (result.contains("soak")) {
     const json& s = result["soak"];
@@ -571,10 +579,12 @@ int run(int argc, char** argv) {
             "", "");
       add_target(targets, "RSS growth step 100 -> end < 1%", g, "< 1", met);
     } else {
-      t.row("RSS growth", "-", "", "", "< 1%", "n/a");
+      t.row("RSS growth", has(s, "error") ? "failed" : "-", "", "", "< 1%", "n/a");
+      if (has(s, "error")) notes.push_back("soak: " + s["error"].get<std::string>());
       add_target(targets, "RSS growth step 100 -> end < 1%", NAN, "< 1", std::nullopt);
     }
   }
+  for (const auto& n : notes) t.section("note: " + n);
   t.section("");
   for (const auto& c : configs) t.out += profile_summary(c.name, result["configs"][c.name]["headgrad"]);
   result["targets"] = targets;

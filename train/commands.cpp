@@ -76,7 +76,11 @@ void print_profile() {
                r.forward_seconds * 1e3, r.backward_calls, r.backward_seconds * 1e3,
                (r.forward_seconds + r.backward_seconds) * 1e3,
                total > 0 ? 100.0 * (r.forward_seconds + r.backward_seconds) / total : 0.0);
-  fmt::print("{:<22} {:>9} {:>11} {:>9} {:>11} {:>10.2f}\n\n", "total (op time)", "", "", "", "", total * 1e3);
+  fmt::print("{:<22} {:>9} {:>11} {:>9} {:>11} {:>10.2f}\n", "total (op time)", "", "", "", "", total * 1e3);
+  const AllocatorStats a = allocator_stats();
+  fmt::print("allocator: {} system allocations, {} served from the cache; {:.1f} MiB in use, {:.1f} MiB cached\n\n",
+             a.system_allocs, a.cache_hits, static_cast<double>(a.bytes_in_use) / (1 << 20),
+             static_cast<double>(a.bytes_cached) / (1 << 20));
 }
 
 } // namespace
