@@ -90,6 +90,15 @@ std::vector<cli::FlagSpec> bench_flags() {
 
 fs::path self_exe() { return fs::read_symlink("/proc/self/exe"); }
 
+// The 1-minute load average: above the core count, other work shares the cores and every timing
+// here is inflated (BLAS and OpenMP threads that spin-wait suffer most).
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = NAN;
+  f >> l;
+  return l;
+}
+
 // `headgrad train --help` lists every flag as "  --name ...  help (default: value)".
 std::map<std::string, std::string> train_defaults(const std::string& given) {
   std::vector<std::string> candidates;
@@ -317,6 +326,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   const double wall0 = now_seconds();
+  const double load_start = load_average();
   const bool quick = args.flag("quick");
   auto int_or = [&](const char* flag, std::int64_t quick_value, std::int64_t min) {
     const std::int64_t v = quick && !args.given(flag) ? quick_value : args.integer(flag);
@@ -398,6 +408,7 @@ int run(int argc, char** argv) {
   result["threads"] = threads;
   result["cores"] = runtime::available_cores();
   result["quick"] = quick;
+  result["load_average_start"] = load_start;
   result["headgrad"] = {{"openblas_core", blas.core}, {"openblas_config", blas.config}};
   result["train"] = hyper_json(hyper);
   result["train"]["source"] = hyper_source;
@@ -484,6 +495,14 @@ int run(int argc, char** argv) {
     t.section(fmt::format("training settings: headgrad train defaults{}: {}", overridden, hyper.str()));
   }
   t.section(fmt::format("FLOPs: {}", kFlopFormula));
+  {
+    const double load_end = load_average();
+    result["load_average_end"] = load_end;
+    const int cores = runtime::available_cores();
+    const bool busy = std::max(load_start, load_end) > 0.5 * cores + 0.5;
+    t.section(fmt::format("load average {:.1f} at start, {:.1f} at the end, {} cores{}", load_start, load_end, cores,
+                          busy ? ": the machine was busy, timings are inflated and noisy" : ""));
+  }
   t.section(fmt::format("ms/step: median of {} windows x {} steps after {} warm-up steps; tokens/s = B*T/step", windows,
                         per, warm));
   t.section("");

@@ -120,7 +120,7 @@ TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint; s
   }
 
   const int kRuns = 10;
-  int mid_save_kills = 0, leftovers_after_kill = 0, cleaned = 0, optimizer_ahead = 0;
+  int mid_save_kills = 0, cleaned = 0, optimizer_ahead = 0;
   for (int i = 0; i < kRuns; ++i) {
     CAPTURE(i);
     // Each run starts fresh in the same directory: the final files are removed (so that the

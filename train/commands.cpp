@@ -257,7 +257,7 @@ int gradcheck(int argc, char** argv) {
   }
   const std::string filter = args.text("filter");
   const auto cases = all_gradcheck_cases();
-  fmt::print("{:<10} {:<40} {:<34} {:>11} {:>11}  {}\n", "group", "case", "shapes", "max abs err", "max rel err",
+  fmt::print("{:<10} {:<50} {:<44} {:>11} {:>11}  {}\n", "group", "case", "shapes", "max abs err", "max rel err",
              "result");
   int failed = 0, run = 0;
   for (const auto& c : cases) {
@@ -266,7 +266,7 @@ int gradcheck(int argc, char** argv) {
     ++run;
     const GradcheckRow row = run_gradcheck_case(c);
     if (!row.result.ok) ++failed;
-    fmt::print("{:<10} {:<40} {:<34} {:>11.2e} {:>11.2e}  {}\n", c.group, c.name, c.shapes, row.max_abs_err,
+    fmt::print("{:<10} {:<50} {:<44} {:>11.2e} {:>11.2e}  {}\n", c.group, c.name, c.shapes, row.max_abs_err,
                row.max_rel_err, row.result.ok ? "PASS" : "FAIL");
     if (!row.result.ok) fmt::print("{}", row.result.summary());
   }
