@@ -260,6 +260,8 @@ std::string fmt_si(double x) {
   return fmt::format("{:.0f}", x);
 }
 
+std::string fmt_pct(double x) { return std::isfinite(x) ? fmt::format("{:.0f}%", 100 * x) : "-"; }
+
 std::string fmt_ratio(double x) { return std::isfinite(x) ? fmt::format("{:.2f}x", x) : "-"; }
 
 struct Table {
@@ -296,7 +298,7 @@ std::string profile_summary(const std::string& name, const json& hg) {
       name, p["steps"].get<int>(), p["ms_per_step"].get<double>(), ph["batch"].get<double>(), ph["forward"].get<double>(),
       ph["backward"].get<double>(), ph["clip"].get<double>(), ph["optimizer"].get<double>());
   const double op_total = p["op_ms_per_step"];
-  s += fmt::format("  ops ({:.2f} ms/step in profiled ops):", op_total);
+  s += fmt::format("  ops, share of the {:.2f} ms/step spent in ops (fwd+bwd ms/step):", op_total);
   int shown = 0;
   for (const auto& o : p["ops"]) {
     if (shown++ == 7) break;
@@ -499,7 +501,7 @@ int run(int argc, char** argv) {
     const double load_end = load_average();
     result["load_average_end"] = load_end;
     const int cores = runtime::available_cores();
-    const bool busy = std::max(load_start, load_end) > 0.5 * cores + 0.5;
+    const bool busy = std::max(load_start, load_end) > cores + 0.5; // this run alone keeps <= cores busy
     t.section(fmt::format("load average {:.1f} at start, {:.1f} at the end, {} cores{}", load_start, load_end, cores,
                           busy ? ": the machine was busy, timings are inflated and noisy" : ""));
   }
@@ -535,11 +537,11 @@ int run(int argc, char** argv) {
     const double pfrac = num(pt, "gflops") / limit;
     if (c.name == "large") {
       const auto met = check(frac, 0.6, true);
-      t.row("achieved / sgemm limit", fmt_num(100 * frac, 0) + "%", fmt_num(100 * pfrac, 0) + "%", "", ">= 60%",
+      t.row("achieved / sgemm limit", fmt_pct(frac), fmt_pct(pfrac), "", ">= 60%",
             status_of(met));
       add_target(targets, "large achieved GFLOP/s >= 60% of the sgemm limit", frac, ">= 0.6", met);
     } else {
-      t.row("achieved / sgemm limit", fmt_num(100 * frac, 0) + "%", fmt_num(100 * pfrac, 0) + "%", "");
+      t.row("achieved / sgemm limit", fmt_pct(frac), fmt_pct(pfrac), "");
     }
     const double hr = num(hg, "peak_rss_kib") / 1024, pr = num(pt, "peak_rss_kib") / 1024;
     const std::optional<bool> met_rss = std::isfinite(hr / pr) ? std::optional<bool>(hr < pr) : std::nullopt;

@@ -62,8 +62,16 @@ struct Cache {
 };
 
 // Under AddressSanitizer every storage gets its own exact-size block and is freed at once: a
-// cache would hide overflows into rounding slack and use-after-free of recycled blocks.
+// cache would hide overflows into rounding slack and use-after-free of recycled blocks. (GCC
+// defines __SANITIZE_ADDRESS__; clang, as in the libFuzzer build, only has the feature test.)
 #if defined(__SANITIZE_ADDRESS__)
+#define HEADGRAD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEADGRAD_ASAN 1
+#endif
+#endif
+#if defined(HEADGRAD_ASAN)
 constexpr bool kUseCache = false;
 #else
 constexpr bool kUseCache = true;
