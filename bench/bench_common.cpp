@@ -197,24 +197,34 @@ int wait_for(pid_t pid) {
 }
 } // namespace
 
-int run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                const std::string& stdout_path) {
+int run_process(const std::vector<std::string>& argv, const EnvChanges& env, const std::string& stdout_path) {
   std::fflush(stdout);
   std::fflush(stderr);
   auto args = c_argv(argv);
+  // The child's environment, built before fork (only async-signal-safe calls after it).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    if (!env.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : env)
+    if (v) env_strings.push_back(k + "=" + *v);
+  auto envp = c_argv(env_strings);
+  const int fd = stdout_path.empty() ? -1 : open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (!stdout_path.empty() && fd < 0) return 127;
   const pid_t pid = fork();
-  if (pid < 0) return -1;
+  if (pid < 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
   if (pid == 0) {
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    if (!stdout_path.empty()) {
-      const int fd = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) _exit(127);
-      close(fd);
-    }
-    execv(args[0], args.data());
-    std::fprintf(stderr, "bench: cannot run %s: %s\n", args[0], std::strerror(errno));
+    if (fd >= 0 && dup2(fd, STDOUT_FILENO) < 0) _exit(127);
+    execve(args[0], args.data(), envp.data());
+    static const char msg[] = "bench: cannot run a child process\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
     _exit(127);
   }
+  if (fd >= 0) close(fd);
   return wait_for(pid);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,11 +87,11 @@ SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds);
 std::int64_t proc_status_kib(const char* key);
 double now_seconds();
 
-// Runs argv[0] (a path) with argv, extra environment variables added, stdout optionally sent to
-// `stdout_path` (appended "" = inherited), stderr inherited. Returns the exit code (128 + signal
-// if killed, -1 if it could not start).
-int run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                const std::string& stdout_path = "");
+// Runs argv[0] (a path) with argv; `env` entries are set in the child's environment (nullopt:
+// removed from it); stdout optionally goes to `stdout_path` ("" = inherited), stderr is inherited.
+// Returns the exit code (128 + signal if killed, 127 if it could not start).
+using EnvChanges = std::map<std::string, std::optional<std::string>>;
+int run_process(const std::vector<std::string>& argv, const EnvChanges& env, const std::string& stdout_path = "");
 // Runs argv and returns its stdout (exit code in *code).
 std::string capture_process(const std::vector<std::string>& argv, int* code);
 

@@ -42,6 +42,9 @@
 #endif
 
 namespace headgrad::bench {
+// The OMP_WAIT_POLICY the user started the bench with ("" = unset), carried across the re-exec.
+inline constexpr const char* kUserOmpPolicyVar = "HEADGRAD_BENCH_USER_OMP_WAIT_POLICY";
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -68,6 +71,8 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"soak-steps", Kind::integer, "5000", "soak length; RSS growth is measured from step 100 to this"},
       {"no-torch", Kind::flag, "false", "headgrad only, even if PyTorch is installed"},
       {"python", Kind::text, "/usr/bin/python3", "the Python with torch", "PATH"},
+      {"torch-omp-wait-policy", Kind::text, "same",
+       "PyTorch's OMP_WAIT_POLICY: same (as headgrad), user (as started), or a value", "POLICY"},
       {"torch-script", Kind::text, HEADGRAD_BENCH_SOURCE_DIR "/torch_reference.py", "the PyTorch side", "PATH"},
       {"quick", Kind::flag, "false", "smoke run: a few steps per window, short soak and time-to-accuracy"},
       {"json", Kind::flag, "false", "print the results as one JSON object on the last line"},
@@ -208,6 +213,23 @@ std::optional<json> read_json(const fs::path& p) {
   }
 }
 
+// The OMP_WAIT_POLICY the PyTorch process runs with (nullopt: unset, libgomp's default).
+//   same  - what headgrad runs with (its runtime sets PASSIVE unless the user set a policy)
+//   user  - what the bench was started with
+//   other - that value (PASSIVE, ACTIVE)
+// With the default policy, libgomp threads spin after each parallel region; when the cores are
+// shared with other work they starve OpenBLAS's threads (measured here: PyTorch small config at 2
+// threads 1.4 s/step with the default vs 62 ms/step with PASSIVE, on a busy machine).
+std::string g_torch_omp_policy = "same";
+std::optional<std::string> torch_omp_wait_policy() {
+  const char* v = nullptr;
+  if (g_torch_omp_policy == "same") v = std::getenv("OMP_WAIT_POLICY");
+  else if (g_torch_omp_policy == "user") v = std::getenv(kUserOmpPolicyVar);
+  else return g_torch_omp_policy;
+  if (v && *v) return std::string(v);
+  return std::nullopt;
+}
+
 struct Runner {
   fs::path dir;
   int threads;
@@ -234,8 +256,10 @@ struct Runner {
     else hg = *r;
     if (with_torch && torch) {
       const std::string n = std::to_string(threads);
-      const int prc = run_process({python, script, spec_path.string()},
-                                  {{"OMP_NUM_THREADS", n}, {"OPENBLAS_NUM_THREADS", n}, {"MKL_NUM_THREADS", n}});
+      const int prc = run_process({python, script, spec_path.string()}, {{"OMP_NUM_THREADS", n},
+                                                                          {"OPENBLAS_NUM_THREADS", n},
+                                                                          {"MKL_NUM_THREADS", n},
+                                                                          {"OMP_WAIT_POLICY", torch_omp_wait_policy()}});
       auto p = read_json(spec["result_torch"].get<std::string>());
       if (prc != 0 || !p) pt = {{"error", fmt::format("{} {} exited with {}", python, script, prc)}};
       else pt = *p;
@@ -369,6 +393,8 @@ int run(int argc, char** argv) {
   runner.threads = threads;
   runner.python = args.text("python");
   runner.script = args.text("torch-script");
+  g_torch_omp_policy = args.text("torch-omp-wait-policy");
+  if (g_torch_omp_policy.empty()) throw CliError("--torch-omp-wait-policy needs same, user or a value");
   json torch_info = {{"available", false}};
   if (args.flag("no-torch")) {
     torch_info["reason"] = "--no-torch";
@@ -411,7 +437,11 @@ int run(int argc, char** argv) {
   result["cores"] = runtime::available_cores();
   result["quick"] = quick;
   result["load_average_start"] = load_start;
-  result["headgrad"] = {{"openblas_core", blas.core}, {"openblas_config", blas.config}};
+  const char* omp_policy = std::getenv("OMP_WAIT_POLICY");
+  result["headgrad"] = {{"openblas_core", blas.core},
+                        {"openblas_config", blas.config},
+                        {"omp_wait_policy", omp_policy ? omp_policy : "(unset)"}};
+  torch_info["omp_wait_policy"] = torch_omp_wait_policy().value_or("(unset)");
   result["train"] = hyper_json(hyper);
   result["train"]["source"] = hyper_source;
   result["flop_formula"] = kFlopFormula;
@@ -475,7 +505,8 @@ int run(int argc, char** argv) {
   // ---- the table ----
   Table t;
   std::vector<std::string> notes; // failures, printed under the table
-  t.section(fmt::format("headgrad vs PyTorch: {} threads; headgrad: OpenBLAS core {}; PyTorch: {}", threads, blas.core,
+  t.section(fmt::format("headgrad vs PyTorch: {} threads; headgrad: OpenBLAS core {}, OMP_WAIT_POLICY {}; PyTorch: {}",
+                        threads, blas.core, result["headgrad"]["omp_wait_policy"].get<std::string>(),
                         [&]() -> std::string {
                           if (!runner.torch) return "not run (" + torch_info["reason"].get<std::string>() + ")";
                           std::string s = torch_info["version"].get<std::string>();
@@ -487,6 +518,7 @@ int run(int argc, char** argv) {
                             if (b.contains("openblas_core") && !b["openblas_core"].is_null())
                               s += fmt::format(" (OpenBLAS core {})", b["openblas_core"].get<std::string>());
                           }
+                          s += fmt::format(", OMP_WAIT_POLICY {}", torch_info["omp_wait_policy"].get<std::string>());
                           return s;
                         }()));
   {
@@ -505,8 +537,8 @@ int run(int argc, char** argv) {
     t.section(fmt::format("load average {:.1f} at start, {:.1f} at the end, {} cores{}", load_start, load_end, cores,
                           busy ? ": the machine was busy, timings are inflated and noisy" : ""));
   }
-  t.section(fmt::format("ms/step: median of {} windows x {} steps after {} warm-up steps; tokens/s = B*T/step", windows,
-                        per, warm));
+  t.section(fmt::format("ms/step: median of {} windows x {} steps after {} warm-up steps; tokens/s = B*T/step{}", windows,
+                        per, warm, quick ? " (--quick: a smoke run, the figures mean little)" : ""));
   t.section("");
   t.row("metric", "headgrad", "PyTorch", "hg/pt", "target", "status");
   for (const auto& c : configs) {
@@ -628,6 +660,12 @@ int run(int argc, char** argv) {
 } // namespace headgrad::bench
 
 int main(int argc, char** argv) {
+  // headgrad's runtime may re-execute the program with OMP_WAIT_POLICY / OPENBLAS_CORETYPE set
+  // for itself. Remember what the user had, so PyTorch runs in the user's environment.
+  if (!std::getenv("HEADGRAD_REEXECED") && !std::getenv(headgrad::bench::kUserOmpPolicyVar)) {
+    const char* user = std::getenv("OMP_WAIT_POLICY");
+    setenv(headgrad::bench::kUserOmpPolicyVar, user ? user : "", 1);
+  }
   headgrad::runtime::maybe_reexec_with_better_blas_core(argc, argv);
   try {
     if (argc == 3 && std::string(argv[1]) == "--child") return headgrad::bench::run_child(argv[2]);

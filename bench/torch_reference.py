@@ -357,7 +357,7 @@ def main():
     else:
         raise ValueError(f"mode {spec['mode']} is headgrad-only")
     r.update({"mode": spec["mode"], "threads": torch.get_num_threads(), "torch_version": torch.__version__,
-              "blas": blas})
+              "blas": blas, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)")})
     with open(spec["result_torch"], "w") as f:
         json.dump(r, f, indent=1)
     return 0
