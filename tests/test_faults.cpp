@@ -102,7 +102,7 @@ bool poll_until(pid_t pid, double timeout_s, F done) {
 
 } // namespace
 
-TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint; stale temporaries are cleaned") {
+TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint, and stale temporaries are cleaned") {
   TempDir dir;
   const fs::path out = dir.path / "run";
   const fs::path logs = dir.path / "logs";
@@ -265,7 +265,7 @@ TEST_CASE("the fuzz seed corpus replays: valid_* files parse, every other file p
       CHECK(g.metadata == f.metadata);
       ++parsed;
     } catch (const std::invalid_argument& err) {
-      CHECK_MESSAGE(name.rfind("valid_", 0) != 0, "a valid_ seed is refused: ", err.what());
+      CHECK_MESSAGE(name.rfind("valid_", 0) != 0, "a valid_ seed is refused: ", std::string(err.what()));
       ++refused;
     }
   }
