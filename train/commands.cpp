@@ -293,6 +293,9 @@ int info(int argc, char** argv) {
   fmt::print("OpenMP threads:  {}\n", b.omp_threads);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(library default: spin)");
+  const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");
+  fmt::print("BLAS spin-wait:  {}\n", timeout ? fmt::format("2^{} cycles (OPENBLAS_THREAD_TIMEOUT)", timeout)
+                                                : std::string("(library default: 2^28 cycles)"));
   fmt::print("CPU cores:       {}\n", b.cores);
   fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
   const std::string notice = runtime::blas_core_notice();

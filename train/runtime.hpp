@@ -32,6 +32,8 @@ int available_cores();
 //   HEADGRAD_BLAS_AUTOCORE=0 disables this.
 // - OMP_WAIT_POLICY=PASSIVE when unset, so idle OpenMP threads sleep instead of spinning on the
 //   cores OpenBLAS's threads need.
+// - OPENBLAS_THREAD_TIMEOUT=20 when unset: OpenBLAS's idle threads spin ~0.3 ms instead of
+//   ~0.1 s after a gemm, so they leave the cores to the OpenMP loops between gemms.
 // Never overrides a value the user set. Returns normally when nothing is to be done; on
 // re-exec it does not return.
 void maybe_reexec_with_better_blas_core(int argc, char** argv);

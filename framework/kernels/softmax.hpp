@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "framework/kernels/vec_math.hpp"
+
 namespace headgrad::kernels {
 
 // y[r, :] = softmax over the keys of row r that are kept; others 0.
@@ -16,26 +18,31 @@ namespace headgrad::kernels {
 template <typename T>
 void softmax_forward(T* y, const T* x, const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows,
                      std::int64_t cols) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 #pragma omp parallel for schedule(static) if (rows * cols > 32768)
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    const std::uint8_t* kr = keep ? keep + r * cols : nullptr;
     const std::int64_t len = lens ? std::min<std::int64_t>(lens[r], cols) : cols;
-    T m = -std::numeric_limits<T>::infinity();
-    for (std::int64_t j = 0; j < len; ++j)
-      if (!kr || kr[j]) m = std::max(m, xr[j]);
-    if (m == -std::numeric_limits<T>::infinity()) { // nothing kept (or all -inf)
-      std::fill(yr, yr + cols, T(0));
-      continue;
+    T m;
+    if (keep) { // masked entries read as -inf for the max and give exactly 0 below
+      const std::uint8_t* kr = keep + r * cols;
+      m = kNegInf;
+      for (std::int64_t j = 0; j < len; ++j) m = std::max(m, kr[j] ? xr[j] : kNegInf);
+      if (m == kNegInf) { // nothing kept (or all -inf)
+        std::fill(yr, yr + cols, T(0));
+        continue;
+      }
+      for (std::int64_t j = 0; j < len; ++j) yr[j] = kr[j] ? exp_any(xr[j] - m) : T(0);
+    } else {
+      m = max_lanes(xr, len);
+      if (m == kNegInf) {
+        std::fill(yr, yr + cols, T(0));
+        continue;
+      }
+      for (std::int64_t j = 0; j < len; ++j) yr[j] = exp_any(xr[j] - m);
     }
-    T s = 0;
-    for (std::int64_t j = 0; j < len; ++j) {
-      const T e = (!kr || kr[j]) ? std::exp(xr[j] - m) : T(0);
-      yr[j] = e;
-      s += e;
-    }
-    const T inv = T(1) / s;
+    const T inv = T(1) / sum_lanes(yr, len);
     for (std::int64_t j = 0; j < len; ++j) yr[j] *= inv;
     std::fill(yr + len, yr + cols, T(0));
   }
@@ -53,8 +60,7 @@ void softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::in
     const T* yr = y + r * cols;
     const T* gr = dy + r * cols;
     T* dr = dx + r * cols;
-    T dot = 0;
-    for (std::int64_t j = 0; j < cols; ++j) dot += gr[j] * yr[j];
+    const T dot = dot_lanes(gr, yr, cols);
     for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
   }
 }
@@ -65,7 +71,7 @@ template <typename T> void log_softmax_forward(T* y, const T* x, std::int64_t ro
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    const T m = *std::max_element(xr, xr + cols);
+    const T m = max_lanes(xr, cols);
     T s = 0;
     for (std::int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
     const T lse = m + std::log(s);
@@ -83,8 +89,7 @@ template <typename T> void log_softmax_backward(T* dx, const T* dy, const T* y, 
     const T* yr = y + r * cols;
     const T* gr = dy + r * cols;
     T* dr = dx + r * cols;
-    T s = 0;
-    for (std::int64_t j = 0; j < cols; ++j) s += gr[j];
+    const T s = sum_lanes(gr, cols);
     for (std::int64_t j = 0; j < cols; ++j) dr[j] += gr[j] - std::exp(yr[j]) * s;
   }
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/vec_math.hpp"
 #include "framework/ops/nn_ops.hpp"
 
 namespace headgrad::ops {
@@ -34,12 +35,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 #pragma omp parallel for schedule(static) if (rows * D > 65536)
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = px + r * D;
-      T mean = 0;
-      for (std::int64_t i = 0; i < D; ++i) mean += xr[i];
-      mean /= static_cast<T>(D);
-      T var = 0;
-      for (std::int64_t i = 0; i < D; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-      var /= static_cast<T>(D); // biased, as torch.nn.LayerNorm
+      const T mean = kernels::sum_lanes(xr, D) / static_cast<T>(D);
+      const T var = kernels::sum_lanes_fn<T>(D, [xr, mean](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) /
+                    static_cast<T>(D); // biased, as torch.nn.LayerNorm
       const T rstd = T(1) / std::sqrt(var + static_cast<T>(eps));
       T* yr = y + r * D;
       for (std::int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
@@ -67,17 +65,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
         const T* xr = px + r * D;
         const T* gr = g + r * D;
         const T mean = st[2 * r], rstd = st[2 * r + 1];
-        T mg = 0, mgx = 0; // mean(g), mean(g * xhat) with g = dy * w
-        for (std::int64_t i = 0; i < D; ++i) {
-          const T xhat = (xr[i] - mean) * rstd;
-          const T gi = gr[i] * w[i];
-          mg += gi;
-          mgx += gi * xhat;
-          if (dw) dw[i] += gr[i] * xhat;
-          if (db) db[i] += gr[i];
-        }
-        mg /= static_cast<T>(D);
-        mgx /= static_cast<T>(D);
+        // mean(g), mean(g * xhat) with g = dy * w, xhat = (x - mean) * rstd
+        const T mg = kernels::sum_lanes_fn<T>(D, [gr, w](std::int64_t i) { return gr[i] * w[i]; }) / static_cast<T>(D);
+        const T mgx = kernels::sum_lanes_fn<T>(D, [=](std::int64_t i) { return gr[i] * w[i] * ((xr[i] - mean) * rstd); }) /
+                      static_cast<T>(D);
+        if (dw)
+          for (std::int64_t i = 0; i < D; ++i) dw[i] += gr[i] * ((xr[i] - mean) * rstd);
+        if (db)
+          for (std::int64_t i = 0; i < D; ++i) db[i] += gr[i];
         if (dx) {
           T* dr = dx + r * D;
           for (std::int64_t i = 0; i < D; ++i) {

@@ -8,6 +8,7 @@
 
 #include "framework/autograd.hpp"
 #include "framework/kernels/gemm.hpp"
+#include "framework/kernels/gemm_batched.hpp"
 #include "framework/ops/broadcast.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -70,6 +71,23 @@ template <typename F> void for_each_batch(const Dims& batch, const Dims& sa, con
   }
 }
 
+// The batch elements as triples (offset in the first strided operand, offset in the second, batch
+// index i); callers turn them into the (A, B, C) offsets of their gemm.
+std::vector<kernels::BatchOffsets> batch_offsets(const Dims& batch, const Dims& sa, const Dims& sb) {
+  std::vector<kernels::BatchOffsets> out;
+  out.reserve(static_cast<std::size_t>(batch.numel()));
+  for_each_batch(batch, sa, sb, [&](std::int64_t oa, std::int64_t ob, std::int64_t i) { out.push_back({oa, ob, i}); });
+  return out;
+}
+
+// True when no two batch elements share an element of an operand laid out with these batch
+// strides (a broadcast dimension has stride 0: its gradient gemms accumulate into one place).
+bool strides_distinct(const Dims& batch, const Dims& s) {
+  for (int d = 0; d < batch.size(); ++d)
+    if (batch[d] > 1 && s[d] == 0) return false;
+  return true;
+}
+
 bool batch_is_zero(const Dims& s) {
   for (auto v : s) if (v != 0) return false;
   return true;
@@ -103,10 +121,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
       kernels::gemm(false, B.lay.trans, batch.numel() * M, N, K, T(1), pa, A.lay.ld, pb, B.lay.ld, T(0), pc, N);
       return;
     }
-    for_each_batch(batch, A.batch_strides, B.batch_strides, [&](std::int64_t oa, std::int64_t ob, std::int64_t i) {
-      kernels::gemm(A.lay.trans, B.lay.trans, M, N, K, T(1), pa + oa, A.lay.ld, pb + ob, B.lay.ld, T(0),
-                    pc + i * M * N, N);
-    });
+    std::vector<kernels::BatchOffsets> offs = batch_offsets(batch, A.batch_strides, B.batch_strides);
+    for (auto& o : offs) o.c *= M * N; // (A_i, B_i, i) -> C_i
+    kernels::gemm_batched(A.lay.trans, B.lay.trans, M, N, K, T(1), pa, A.lay.ld, pb, B.lay.ld, T(0), pc, N, offs,
+                          /*distinct_outputs=*/true);
   });
   // forward:  C = op(A) op(B)                      per batch element; op = as stored (N or T)
   // local:    dC_ij/dA_ik = B_kj ; dC_ij/dB_kj = A_ik
@@ -133,16 +151,20 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
       const Dims gsb = gB.defined() ? broadcast_strides(Dims(gB.shape().begin(), gB.shape().end() - 2),
                                                         Dims(gB.strides().begin(), gB.strides().end() - 2), batch)
                                     : Dims();
-      if (gA.defined())
-        for_each_batch(batch, gsa, B.batch_strides, [&](std::int64_t oga, std::int64_t ob, std::int64_t i) {
-          kernels::gemm(false, !B.lay.trans, M, K, N, T(1), pg + i * M * N, N, pb + ob, B.lay.ld, T(1),
-                        gA.data<T>() + oga, K);
-        });
-      if (gB.defined())
-        for_each_batch(batch, A.batch_strides, gsb, [&](std::int64_t oa, std::int64_t ogb, std::int64_t i) {
-          kernels::gemm(!A.lay.trans, false, K, N, M, T(1), pa + oa, A.lay.ld, pg + i * M * N, N, T(1),
-                        gB.data<T>() + ogb, N);
-        });
+      // dA_i += dC_i op(B_i)^T: offsets (dC_i, B_i, dA_i)
+      if (gA.defined()) {
+        std::vector<kernels::BatchOffsets> offs = batch_offsets(batch, gsa, B.batch_strides);
+        for (auto& o : offs) o = {o.c * M * N, o.b, o.a}; // from (dA_i, B_i, i)
+        kernels::gemm_batched(false, !B.lay.trans, M, K, N, T(1), pg, N, pb, B.lay.ld, T(1), gA.data<T>(), K, offs,
+                              strides_distinct(batch, gsa));
+      }
+      // dB_i += op(A_i)^T dC_i: offsets (A_i, dC_i, dB_i)
+      if (gB.defined()) {
+        std::vector<kernels::BatchOffsets> offs = batch_offsets(batch, A.batch_strides, gsb);
+        for (auto& o : offs) o = {o.a, o.c * M * N, o.b}; // from (A_i, dB_i, i)
+        kernels::gemm_batched(!A.lay.trans, false, K, N, M, T(1), pa, A.lay.ld, pg, N, T(1), gB.data<T>(), N, offs,
+                              strides_distinct(batch, gsb));
+      }
     });
   });
 }

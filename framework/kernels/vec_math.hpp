@@ -1,0 +1,96 @@
+// vec_math.hpp - loops the compiler can vectorise without -ffast-math: row reductions with
+// several independent accumulators, and a branch-free float exp.
+//
+// Why: under strict IEEE semantics GCC must add a row's elements in source order, so
+// `for (j) s += x[j]` is one dependent add per element (4 cycles each) and never uses SIMD.
+// Writing the reduction over kLanes independent partial sums fixes the order ourselves - a
+// different, equally valid order (pairwise-like, if anything more accurate) that the compiler
+// may then map onto vector registers. std::exp is a library call per element; exp_f32 below is
+// inline arithmetic, so a loop over it vectorises too.
+#pragma once
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace headgrad::kernels {
+
+inline constexpr std::int64_t kLanes = 8; // one AVX register of floats; two SSE registers
+
+// sum_j f(j) for j in [0, n), accumulated in kLanes interleaved partial sums, then combined
+// pairwise. f must be cheap and inlinable (a lambda over array reads).
+template <typename T, typename F> inline T sum_lanes_fn(std::int64_t n, F&& f) {
+  T acc[kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) acc[l] += f(j + l);
+  for (std::int64_t l = 0; j < n; ++j, ++l) acc[l] += f(j);
+  for (std::int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (std::int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0];
+}
+
+template <typename T> inline T sum_lanes(const T* x, std::int64_t n) {
+  return sum_lanes_fn<T>(n, [x](std::int64_t j) { return x[j]; });
+}
+
+template <typename T> inline T dot_lanes(const T* x, const T* y, std::int64_t n) {
+  return sum_lanes_fn<T>(n, [x, y](std::int64_t j) { return x[j] * y[j]; });
+}
+
+// max_j x[j] (exact in any order); -inf for n == 0. NaN inputs are not propagated reliably.
+template <typename T> inline T max_lanes(const T* x, std::int64_t n) {
+  T acc[kLanes];
+  std::fill(acc, acc + kLanes, -std::numeric_limits<T>::infinity());
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[j + l] ? acc[l] : x[j + l];
+  for (std::int64_t l = 0; j < n; ++j, ++l) acc[l] = acc[l] > x[j] ? acc[l] : x[j];
+  for (std::int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (std::int64_t l = 0; l < w; ++l) acc[l] = acc[l] > acc[l + w] ? acc[l] : acc[l + w];
+  return acc[0];
+}
+
+// exp(x) for float, branch-free: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' degree-6
+// polynomial (expf's coefficients), times 2^n assembled in the exponent bits. Relative error
+// <= 2 ulp over the range; x < -87.3 gives 0 (smallest normal, flushed), x > 88.7 gives +inf,
+// NaN gives NaN. Tests compare it with std::exp over the whole float range.
+inline float exp_f32(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f; // ln 2 = hi + lo, hi exact in 9 bits
+  constexpr float kMax = 88.7228394f, kMin = -87.3365479f;
+  const bool is_nan = x != x;
+  const bool over = x > kMax, under = x < kMin;
+  const float xc = std::min(std::max(x, kMin), kMax);
+  // n = round(x log2 e): adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits
+  constexpr float kShift = 12582912.0f;
+  const float t = xc * kLog2e + kShift;
+  const float n = t - kShift;
+  const std::int32_t ni = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(kShift);
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * (r * r) + r + 1.0f;
+  // 2^n for n in [-126, 128]: n = 128 only when x is at kMax, split as 2^(n-1) * 2 to stay finite
+  const std::int32_t half = ni >> 1;
+  const float s1 = std::bit_cast<float>((half + 127) << 23);
+  const float s2 = std::bit_cast<float>((ni - half + 127) << 23);
+  float y = er * s1 * s2;
+  y = under ? 0.0f : y;
+  y = over ? std::numeric_limits<float>::infinity() : y;
+  return is_nan ? x : y;
+}
+
+// exp for either float type: the inline float version, std::exp for double (the float64
+// gradient checks keep libm's exp).
+template <typename T> inline T exp_any(T x) {
+  if constexpr (sizeof(T) == 4) return exp_f32(x);
+  else return std::exp(x);
+}
+
+} // namespace headgrad::kernels
