@@ -53,6 +53,28 @@ Tensor Node::grad(std::size_t i) const {
   return grad_buffer(inputs[i].get());
 }
 
+Tensor Node::grad_for_write(std::size_t i, bool& assign) const {
+  assign = false;
+  if (!needs_grad(i)) return Tensor();
+  TensorImpl* impl = inputs[i].get();
+  if (impl->grad) return Tensor(impl->grad);
+  Tensor g = Tensor::empty(impl->shape, impl->dtype);
+  impl->grad = g.impl_ptr();
+  assign = true;
+  return g;
+}
+
+bool Node::adopt_grad(std::size_t i, const Tensor& g) const {
+  if (!needs_grad(i)) return true; // nothing to receive it: done
+  TensorImpl* impl = inputs[i].get();
+  if (impl->grad) return false;
+  if (!(g.shape() == impl->shape) || g.dtype() != impl->dtype || !g.is_contiguous())
+    throw std::logic_error(fmt::format("adopt_grad: gradient {} {} does not fit input {} {} of {}", g.shape(),
+                                       dtype_name(g.dtype()), impl->shape, dtype_name(impl->dtype), name));
+  impl->grad = g.impl_ptr();
+  return true;
+}
+
 bool grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }

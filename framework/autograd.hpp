@@ -29,6 +29,16 @@ struct Node {
   // The gradient buffer of input i to accumulate into: contiguous, input's shape and dtype,
   // zero-filled on first use. Undefined tensor when input i needs no gradient.
   Tensor grad(std::size_t i) const;
+  // For a backward that writes every element of input i's gradient: if input i has no gradient
+  // buffer yet, a new *uninitialised* one and assign = true - the caller must write every element
+  // with `=`; otherwise the existing buffer and assign = false - the caller accumulates (`+=`).
+  // Saves the zero fill and the read of zeros. Undefined tensor when input i needs no gradient.
+  Tensor grad_for_write(std::size_t i, bool& assign) const;
+  // Hands `g` to input i as its gradient without copying, if input i has no gradient buffer yet;
+  // returns false (nothing done) otherwise. g must be contiguous with input i's shape and dtype
+  // and nothing else may write to its storage afterwards (the output gradient a backward
+  // receives qualifies: the engine drops it once this node has run).
+  bool adopt_grad(std::size_t i, const Tensor& g) const;
 };
 
 // True while gradients are being recorded (the default). NoGradGuard turns it off in a scope.

@@ -70,8 +70,9 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
     throw std::invalid_argument(fmt::format("DotProductAttention: shapes do not fit: queries {}, keys {}, values {}",
                                             queries.shape(), keys.shape(), values.shape()));
   const double d = static_cast<double>(queries.shape()[2]);
-  // scores: (B', Tq, Tk) = Q K^T / sqrt(d); K^T is a transpose view, BLAS reads it with a flag
-  Tensor scores = ops::matmul(queries, keys.transpose(1, 2)) * (1.0 / std::sqrt(d));
+  // scores: (B', Tq, Tk) = Q K^T / sqrt(d); K^T is a transpose view, BLAS reads it with a flag,
+  // and the 1/sqrt(d) is the gemm's alpha (d2l writes a separate division: same value)
+  Tensor scores = ops::matmul(queries, keys.transpose(1, 2), 1.0 / std::sqrt(d));
   // weights: (B', Tq, Tk), zero at masked keys
   Tensor weights = ops::masked_softmax(scores, valid_lens);
   attention_weights = weights.detach();

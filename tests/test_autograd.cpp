@@ -81,6 +81,34 @@ TEST_CASE("autograd: a node used twice gets both contributions") {
     ops::sum(y).backward();
     check_close(x.grad().to_vector(), {2, 2, 2, 2});
   }
+  // add and reshape hand their output gradient's buffer to an input without copying
+  // (Node::adopt_grad); these shapes make a second contribution land in that shared buffer.
+  SUBCASE("x + x: the second operand must not alias the first's adopted buffer") {
+    Tensor x = leaf({1, -2, 3}, {3});
+    Tensor y = ops::add(x, x);
+    ops::sum(ops::mul(y, Tensor::from({1, 10, 100}, {3}, DType::f64))).backward();
+    check_close(x.grad().to_vector(), {2, 20, 200});
+  }
+  SUBCASE("residual h + relu(h): relu accumulates into the buffer add handed to h") {
+    Tensor x = leaf({-1, 2}, {2});
+    Tensor h = ops::mul_scalar(x, 3.0);
+    Tensor y = ops::add(h, ops::relu(h));
+    ops::sum(ops::mul(y, Tensor::from({5, 7}, {2}, DType::f64))).backward();
+    check_close(x.grad().to_vector(), {15, 42}); // 3 * (1 + relu'(h)) * upstream
+  }
+  SUBCASE("reshape adopting, then a second consumer of the same tensor") {
+    Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+    Tensor h = ops::mul_scalar(x, 1.0);
+    Tensor y = ops::add(ops::mul(ops::reshape(h, {3, 2}), ops::reshape(h, {3, 2})), ops::reshape(h, {6, 1}).reshape({3, 2}));
+    ops::sum(y).backward(); // 2h + 1
+    check_close(x.grad().to_vector(), {3, 5, 7, 9, 11, 13});
+  }
+  SUBCASE("a leaf's adopted gradient keeps accumulating over two backwards") {
+    Tensor x = leaf({1, 2}, {2});
+    ops::sum(ops::reshape(x, {2, 1})).backward();
+    ops::sum(ops::mul_scalar(ops::reshape(x, {1, 2}), 3.0)).backward();
+    check_close(x.grad().to_vector(), {4, 4});
+  }
   SUBCASE("concat of the same tensor with itself") {
     Tensor x = leaf({1, 2}, {2});
     ops::sum(ops::mul(ops::concat({x, x, x}, 0), ops::concat({x, x, x}, 0))).backward(); // 3 * 2x

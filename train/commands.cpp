@@ -42,7 +42,7 @@ std::vector<cli::FlagSpec> train_flags() {
       {"clip", Kind::real, "1", "clip the global gradient norm to this (0: off)"},
       {"dropout", Kind::real, "0", "dropout probability"},
       {"seed", Kind::integer, "0", "seed for initialisation and batches"},
-      {"threads", Kind::integer, cores, "threads for BLAS and OpenMP together"},
+      {"threads", Kind::integer, cores, "threads for all compute (OpenMP; gemms are split over them)"},
       {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
       {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
       {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
@@ -281,6 +281,7 @@ int info(int argc, char** argv) {
     fmt::print("usage: headgrad info\n\nPrints the BLAS build, its active kernel, threads and CPU features.\n");
     return 0;
   }
+  runtime::set_threads(runtime::available_cores()); // as train/eval set them by default
   const auto b = runtime::blas_info();
   const char* env_core = std::getenv("OPENBLAS_CORETYPE");
   fmt::print("BLAS vendor:     OpenBLAS\n");
@@ -289,13 +290,10 @@ int info(int argc, char** argv) {
              env_core ? fmt::format(" (OPENBLAS_CORETYPE={}{})", env_core,
                                     std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM") ? ", chosen by headgrad" : ", set by you")
                       : "");
-  fmt::print("BLAS threads:    {}\n", b.blas_threads);
+  fmt::print("BLAS threads:    {} per call (headgrad splits big gemms over its OpenMP threads)\n", b.blas_threads);
   fmt::print("OpenMP threads:  {}\n", b.omp_threads);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(library default: spin)");
-  const char* timeout = std::getenv("OPENBLAS_THREAD_TIMEOUT");
-  fmt::print("BLAS spin-wait:  {}\n", timeout ? fmt::format("2^{} cycles (OPENBLAS_THREAD_TIMEOUT)", timeout)
-                                                : std::string("(library default: 2^28 cycles)"));
   fmt::print("CPU cores:       {}\n", b.cores);
   fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
   const std::string notice = runtime::blas_core_notice();

@@ -336,6 +336,12 @@ void matmul_rows(Table& t) {
         [](const Inputs& x) { return ops::matmul(ops::transpose(x[0], -1, -2), ops::transpose(x[1], -1, -2)); });
   t.add("matmul fold with transposed right", "[2, 3, 4] @ [5, 4]^T", [] { return Inputs{randn({2, 3, 4}, 624), randn({5, 4}, 625)}; },
         [](const Inputs& x) { return ops::matmul(x[0], ops::transpose(x[1], 0, 1)); });
+  t.add("matmul scaled (alpha), batched, transposed right", "0.35 * [2, 3, 4] @ [2, 5, 4]^T",
+        [] { return Inputs{randn({2, 3, 4}, 660), randn({2, 5, 4}, 661)}; },
+        [](const Inputs& x) { return ops::matmul(x[0], ops::transpose(x[1], -1, -2), 0.35); });
+  t.add("matmul scaled (alpha), fold path", "-1.7 * [2, 3, 4] @ [4, 5]",
+        [] { return Inputs{randn({2, 3, 4}, 662), randn({4, 5}, 663)}; },
+        [](const Inputs& x) { return ops::matmul(x[0], x[1], -1.7); });
   t.add("matmul layout BLAS cannot read (copies)", "[3, 2, 4] permute(1, 0, 2) @ [4, 3]",
         [] { return Inputs{randn({3, 2, 4}, 626), randn({4, 3}, 627)}; },
         [](const Inputs& x) { return ops::matmul(ops::permute(x[0], {1, 0, 2}), x[1]); });

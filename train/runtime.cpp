@@ -48,7 +48,10 @@ BlasInfo blas_info() {
 
 void set_threads(int n) {
   if (n < 1) n = 1;
-  openblas_set_num_threads(n);
+  // BLAS itself stays on one thread: kernels::gemm splits every gemm worth splitting over the
+  // OpenMP threads (one single-threaded BLAS call per block), so OpenBLAS's own pool, whose idle
+  // threads spin on the cores for ~0.1 s after each call, is never woken.
+  openblas_set_num_threads(1);
   omp_set_num_threads(n);
 }
 
@@ -71,15 +74,6 @@ void maybe_reexec_with_better_blas_core(int /*argc*/, char** argv) {
   // start-up, hence the re-exec. A value the user set stands.
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    change = true;
-  }
-  // OpenBLAS's pthread workers busy-wait (sched_yield) for 2^28 cycles, ~0.1 s, after every
-  // threaded gemm, so the OpenMP loop that follows (softmax, the batched head gemms) finds its
-  // second core taken. 2^20 cycles (~0.3 ms) still bridges the short gaps between the gemms of one
-  // layer. Measured on the large bench config, 2 threads: 257 vs 300-330 ms/step of op time;
-  // attention matmul 34 vs 62 ms/step, masked_softmax 14 vs 25. Read at load: hence the re-exec.
-  if (!std::getenv("OPENBLAS_THREAD_TIMEOUT") && !std::getenv("GOTO_THREAD_TIMEOUT")) {
-    setenv("OPENBLAS_THREAD_TIMEOUT", "20", 1);
     change = true;
   }
   const char* off = std::getenv("HEADGRAD_BLAS_AUTOCORE");

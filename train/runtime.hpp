@@ -20,8 +20,9 @@ struct BlasInfo {
 };
 BlasInfo blas_info();
 
-// Sets BLAS and OpenMP threads together (n >= 1), so they never oversubscribe each other:
-// BLAS threads run inside gemm calls, OpenMP threads in our row kernels, never at the same time.
+// Sets the threads for all of our compute (n >= 1): n OpenMP threads, which also run the blocks
+// of every split gemm (kernels/gemm.hpp); BLAS itself is set to one thread, so the two pools
+// never oversubscribe the cores.
 void set_threads(int n);
 int available_cores();
 
@@ -32,8 +33,6 @@ int available_cores();
 //   HEADGRAD_BLAS_AUTOCORE=0 disables this.
 // - OMP_WAIT_POLICY=PASSIVE when unset, so idle OpenMP threads sleep instead of spinning on the
 //   cores OpenBLAS's threads need.
-// - OPENBLAS_THREAD_TIMEOUT=20 when unset: OpenBLAS's idle threads spin ~0.3 ms instead of
-//   ~0.1 s after a gemm, so they leave the cores to the OpenMP loops between gemms.
 // Never overrides a value the user set. Returns normally when nothing is to be done; on
 // re-exec it does not return.
 void maybe_reexec_with_better_blas_core(int argc, char** argv);

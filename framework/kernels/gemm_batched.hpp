@@ -1,11 +1,10 @@
-// gemm_batched.hpp - many independent small gemms (attention's per-head products), spread over
-// the OpenMP threads with each gemm single-threaded.
+// gemm_batched.hpp - many independent gemms of one shape (attention's per-head products).
 //
-// Why: OpenBLAS threads every call whose m*n*k exceeds a small threshold, so a (128 x 128 x 32)
-// head product runs on 2 threads with a hand-off and join per call: 23 GFLOP/s measured for 128
-// such calls on 2 cores. Running whole gemms per thread instead (BLAS set to one thread for the
-// duration) measured 71 GFLOP/s on the same shapes. Tiny gemms (attention at T = 16) gain nothing
-// either way and stay on the calling thread.
+// Big enough gemms with distinct outputs run whole, one per OpenMP thread (each single-threaded):
+// 128 gemms of 128 x 128 x 32 measured 71 GFLOP/s that way on 2 cores against 23 GFLOP/s as a
+// loop of 2-thread BLAS calls. Tiny gemms (attention at T = 16) gain nothing either way and run
+// in a loop on the calling thread; a batch whose gemms share an output (a broadcast operand's
+// gradient) runs in order, each gemm split over the threads by gemm() itself.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,15 +18,10 @@ struct BatchOffsets {
   std::int64_t a, b, c;
 };
 
-// True when the batch should be split over threads: more than one gemm, more than one thread,
-// not already inside a parallel region, and each gemm big enough to amortise a thread's work.
-// `distinct_outputs`: no two gemms write the same C (a broadcast gradient accumulates several
-// gemms into one C and must stay serial).
+// True when the batch should be spread over threads: more than one gemm, more than one thread,
+// not already inside a parallel region, each gemm big enough to be worth a thread, and
+// `distinct_outputs` (no two gemms write the same C).
 bool batch_in_parallel(std::int64_t count, std::int64_t m, std::int64_t n, std::int64_t k, bool distinct_outputs);
-
-// Runs fn(i) for i in [0, count) on the OpenMP threads with BLAS limited to one thread meanwhile
-// (restored afterwards, also if fn throws - it must not: gemm does not).
-void run_batch_parallel(std::int64_t count, void (*fn)(void* ctx, std::int64_t i), void* ctx);
 
 // C_i = alpha op(A_i) op(B_i) + beta C_i for every offset triple.
 template <typename T>
@@ -35,16 +29,15 @@ void gemm_batched(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
                   std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc,
                   const std::vector<BatchOffsets>& offsets, bool distinct_outputs) {
   const auto count = static_cast<std::int64_t>(offsets.size());
-  auto one = [&](std::int64_t i) {
-    const BatchOffsets& o = offsets[static_cast<std::size_t>(i)];
-    gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
-  };
   if (!batch_in_parallel(count, m, n, k, distinct_outputs)) {
-    for (std::int64_t i = 0; i < count; ++i) one(i);
+    for (const BatchOffsets& o : offsets) gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
     return;
   }
-  run_batch_parallel(
-      count, [](void* ctx, std::int64_t i) { (*static_cast<decltype(one)*>(ctx))(i); }, &one);
+  auto one = [&](std::int64_t i) {
+    const BatchOffsets& o = offsets[static_cast<std::size_t>(i)];
+    blas_gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
+  };
+  run_blas_parallel(count, [](void* ctx, std::int64_t i) { (*static_cast<decltype(one)*>(ctx))(i); }, &one);
 }
 
 } // namespace headgrad::kernels

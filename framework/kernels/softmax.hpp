@@ -53,15 +53,19 @@ void softmax_forward(T* y, const T* x, const std::int64_t* lens, const std::uint
 // VJP:      dx_k += y_k (dy_k - sum_i dy_i y_i)
 // shapes:   x, y, dy, dx: (rows, cols); masked entries have y = 0, so dx = 0 there, and a row
 //           with nothing kept gets dx = 0.
+// assign: dx is a fresh buffer, written with `=` instead of accumulated.
 template <typename T>
-void softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
+void softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::int64_t cols, bool assign = false) {
 #pragma omp parallel for schedule(static) if (rows * cols > 32768)
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* yr = y + r * cols;
     const T* gr = dy + r * cols;
     T* dr = dx + r * cols;
     const T dot = dot_lanes(gr, yr, cols);
-    for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
+    if (assign)
+      for (std::int64_t j = 0; j < cols; ++j) dr[j] = yr[j] * (gr[j] - dot);
+    else
+      for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
   }
 }
 

@@ -60,6 +60,18 @@ void add_into_strided(T* dst, const Dims& dst_strides, const T* src, const Dims&
                 });
 }
 
+// dst (strided) = src (contiguous, shape): the same scatter into a fresh buffer.
+template <typename T>
+void copy_into_strided(T* dst, const Dims& dst_strides, const T* src, const Dims& shape) {
+  const Dims src_strides = contiguous_strides(shape);
+  for_each_row2(shape, dst_strides, src_strides,
+                [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t) {
+                  T* d = dst + od;
+                  const T* s = src + os;
+                  for (std::int64_t i = 0; i < n; ++i) d[i * sd] = s[i];
+                });
+}
+
 // dst (contiguous, shape) += src (strided): gathers a gradient out of a strided view.
 template <typename T>
 void add_from_strided(T* dst, const T* src, const Dims& shape, const Dims& src_strides) {

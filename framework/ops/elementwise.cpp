@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/parallel.hpp"
 #include "framework/kernels/strided.hpp"
 #include "framework/ops/broadcast.hpp"
 #include "framework/ops/ops.hpp"
@@ -64,6 +65,7 @@ template <Bin K, typename T> void binary_forward(const Tensor& out, const Tensor
   const T* pb = b.data<T>();
   const std::int64_t n = out.numel();
   if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) { // fast path: same layout
+#pragma omp parallel for schedule(static) if (n >= kernels::kParallelElements)
     for (std::int64_t i = 0; i < n; ++i) y[i] = apply<K>(pa[i], pb[i]);
     return;
   }
@@ -100,6 +102,7 @@ void binary_backward(const Tensor& gy, const Tensor& a, const Tensor& b, const T
     auto direct = [&](const Tensor& gx, T sign) {
       if (!gx.defined() || !(gx.shape() == s)) return false;
       T* d = gx.data<T>();
+#pragma omp parallel for schedule(static) if (n >= kernels::kParallelElements)
       for (std::int64_t i = 0; i < n; ++i) d[i] += sign * g[i];
       return true;
     };
@@ -155,6 +158,22 @@ template <Bin K> Tensor binary(const Tensor& a, const Tensor& b) {
   Tensor out = new_tensor(s, a.dtype());
   dispatch_float(a.dtype(), name, [&]<typename T>() { binary_forward<K, T>(out, a, b); });
   return record(out, name, {a, b}, [](Node& n, const Tensor& gy) {
+    if constexpr (K == Bin::add) {
+      // A residual connection's add: one operand of the output's full shape takes dy's buffer
+      // itself as its first gradient (no copy, no zero fill). b is served first and normally,
+      // so when a and b are one tensor, a finds b's buffer and accumulates into it.
+      if (n.needs_grad(0) && n.inputs[0]->shape == gy.shape() && !n.inputs[0]->grad) {
+        Tensor gb = n.grad(1);
+        dispatch_float(gy.dtype(), bin_name(K), [&]<typename T>() {
+          binary_backward<K, T>(gy, n.input(0), n.input(1), Tensor(), gb);
+        });
+        if (n.adopt_grad(0, gy)) return;
+        dispatch_float(gy.dtype(), bin_name(K), [&]<typename T>() {
+          binary_backward<K, T>(gy, n.input(0), n.input(1), n.grad(0), Tensor());
+        });
+        return;
+      }
+    }
     dispatch_float(gy.dtype(), bin_name(K), [&]<typename T>() {
       binary_backward<K, T>(gy, n.input(0), n.input(1), n.grad(0), n.grad(1));
     });
@@ -175,6 +194,13 @@ static Tensor affine(const Tensor& x, double alpha, double beta, const char* nam
   dispatch_float(x.dtype(), name, [&]<typename T>() {
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
     T* y = out.data<T>();
+    if (x.is_contiguous()) {
+      const T* px = x.data<T>();
+      const std::int64_t n = out.numel();
+#pragma omp parallel for schedule(static) if (n >= kernels::kParallelElements)
+      for (std::int64_t j = 0; j < n; ++j) y[j] = al * px[j] + be;
+      return;
+    }
     std::int64_t i = 0;
     kernels::for_each_row2(x.shape(), out.strides(), x.strides(),
                            [&](std::int64_t, std::int64_t os, std::int64_t m, std::int64_t, std::int64_t sx) {
@@ -190,7 +216,9 @@ static Tensor affine(const Tensor& x, double alpha, double beta, const char* nam
       const T al = static_cast<T>(alpha);
       T* d = gx.data<T>();
       const T* g = gy.data<T>();
-      for (std::int64_t i = 0, m = gx.numel(); i < m; ++i) d[i] += al * g[i];
+      const std::int64_t m = gx.numel();
+#pragma omp parallel for schedule(static) if (m >= kernels::kParallelElements)
+      for (std::int64_t i = 0; i < m; ++i) d[i] += al * g[i];
     });
   });
 }

@@ -51,7 +51,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   //           dw += sum_rows dy * xhat;  db += sum_rows dy
   // shapes:   x, y, dy, dx: (rows, D); w, b, dw, db: (D); saved stats: (rows, 2) = mean, rstd
   return record(out, "layer_norm", {xc, wc, bc}, [stats, rows, D](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0), gw = n.grad(1), gb = n.grad(2);
+    bool assign = false;
+    Tensor gx = n.grad_for_write(0, assign), gw = n.grad(1), gb = n.grad(2);
     Tensor xv = n.input(0), wv = n.input(1);
     dispatch_float(gy.dtype(), "layer_norm", [&]<typename T>() {
       const T* px = xv.data<T>();
@@ -75,10 +76,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
           for (std::int64_t i = 0; i < D; ++i) db[i] += gr[i];
         if (dx) {
           T* dr = dx + r * D;
-          for (std::int64_t i = 0; i < D; ++i) {
-            const T xhat = (xr[i] - mean) * rstd;
-            dr[i] += rstd * (gr[i] * w[i] - mg - xhat * mgx);
-          }
+          if (assign)
+            for (std::int64_t i = 0; i < D; ++i) dr[i] = rstd * (gr[i] * w[i] - mg - (xr[i] - mean) * rstd * mgx);
+          else
+            for (std::int64_t i = 0; i < D; ++i) dr[i] += rstd * (gr[i] * w[i] - mg - (xr[i] - mean) * rstd * mgx);
         }
       }
     });

@@ -44,12 +44,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   //           db += sum_r dy[r, :]
   // shapes:   x, dx: (..., in) as (rows, in); W, dW: (out, in); b, db: (out); y, dy: (rows, out)
   return record(out, "linear", {xc, wc, bias}, [rows, in_f, out_f](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0), gw = n.grad(1), gb = n.grad(2);
+    bool fresh_x = false; // a fresh dx is written by the gemm with beta = 0: no zero fill
+    Tensor gx = n.grad_for_write(0, fresh_x), gw = n.grad(1), gb = n.grad(2);
     Tensor xv = n.input(0), wv = n.input(1);
     dispatch_float(gy.dtype(), "linear", [&]<typename T>() {
       const T* g = gy.data<T>();
       if (gx.defined())
-        kernels::gemm(false, false, rows, in_f, out_f, T(1), g, out_f, wv.data<T>(), in_f, T(1), gx.data<T>(), in_f);
+        kernels::gemm(false, false, rows, in_f, out_f, T(1), g, out_f, wv.data<T>(), in_f, fresh_x ? T(0) : T(1),
+                      gx.data<T>(), in_f);
       if (gw.defined())
         kernels::gemm(true, false, out_f, in_f, rows, T(1), g, out_f, xv.data<T>(), in_f, T(1), gw.data<T>(), in_f);
       if (gb.defined()) {

@@ -30,9 +30,10 @@ Tensor softmax_rows(const Tensor& x, const std::vector<std::int64_t>* lens, cons
   //           all-masked row has y = 0 and gets no gradient at all (no NaN, no uniform row).
   // shapes:   x, y, dy, dx: (B, Tq, Tk) as (rows = B*Tq, cols = Tk)
   return record(out, name, {x}, [y, rows, cols, name](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
+    bool assign = false;
+    Tensor gx = n.grad_for_write(0, assign);
     dispatch_float(gx.dtype(), name, [&]<typename T>() {
-      kernels::softmax_backward<T>(gx.data<T>(), gy.data<T>(), y.data<T>(), rows, cols);
+      kernels::softmax_backward<T>(gx.data<T>(), gy.data<T>(), y.data<T>(), rows, cols, assign);
     });
   });
 }

@@ -93,7 +93,7 @@ bool batch_is_zero(const Dims& s) {
   return true;
 }
 
-Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+Tensor matmul_nd(const Tensor& a, const Tensor& b, double scale) {
   const int ra = a.dim(), rb = b.dim();
   const std::int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
   if (b.shape()[rb - 2] != K)
@@ -117,32 +117,40 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     const T* pa = A.t.template data<T>();
     const T* pb = B.t.template data<T>();
     T* pc = out.data<T>();
+    const T alpha = static_cast<T>(scale);
     if (fold) {
-      kernels::gemm(false, B.lay.trans, batch.numel() * M, N, K, T(1), pa, A.lay.ld, pb, B.lay.ld, T(0), pc, N);
+      kernels::gemm(false, B.lay.trans, batch.numel() * M, N, K, alpha, pa, A.lay.ld, pb, B.lay.ld, T(0), pc, N);
       return;
     }
     std::vector<kernels::BatchOffsets> offs = batch_offsets(batch, A.batch_strides, B.batch_strides);
     for (auto& o : offs) o.c *= M * N; // (A_i, B_i, i) -> C_i
-    kernels::gemm_batched(A.lay.trans, B.lay.trans, M, N, K, T(1), pa, A.lay.ld, pb, B.lay.ld, T(0), pc, N, offs,
+    kernels::gemm_batched(A.lay.trans, B.lay.trans, M, N, K, alpha, pa, A.lay.ld, pb, B.lay.ld, T(0), pc, N, offs,
                           /*distinct_outputs=*/true);
   });
-  // forward:  C = op(A) op(B)                      per batch element; op = as stored (N or T)
-  // local:    dC_ij/dA_ik = B_kj ; dC_ij/dB_kj = A_ik
-  // VJP:      dA += dC op(B)^T  (B read with its flag flipped: no transposed copy)
-  //           dB += op(A)^T dC
+  // forward:  C = s op(A) op(B)                    per batch element; op = as stored (N or T);
+  //           s = scale, gemm's alpha (attention's 1/sqrt(d) costs no extra pass)
+  // local:    dC_ij/dA_ik = s B_kj ; dC_ij/dB_kj = s A_ik
+  // VJP:      dA += s dC op(B)^T  (B read with its flag flipped: no transposed copy)
+  //           dB += s op(A)^T dC
   // shapes:   A (..., M, K), B (..., K, N), C/dC (batch, M, N); dA, dB contiguous in A's and
   //           B's shapes, addressed through broadcast batch strides (0 where an operand was
   //           broadcast, so gemm's beta = 1 sums over those batch elements).
-  return record(out, "matmul", {A.t, B.t}, [A, B, batch, M, N, K, fold](Node& n, const Tensor& gC) {
-    Tensor gA = n.grad(0), gB = n.grad(1);
+  return record(out, "matmul", {A.t, B.t}, [A, B, batch, M, N, K, fold, scale](Node& n, const Tensor& gC) {
+    // A fresh gradient buffer is written by its gemms with beta = 0 (no zero fill) when every
+    // element of it has exactly one gemm; a broadcast operand's gemms sum into it, from zeros.
+    bool fresh_a = false, fresh_b = false;
+    Tensor gA = n.grad_for_write(0, fresh_a), gB = n.grad_for_write(1, fresh_b);
     dispatch_float(gC.dtype(), "matmul", [&]<typename T>() {
       const T* pa = A.t.template data<T>();
       const T* pb = B.t.template data<T>();
       const T* pg = gC.data<T>();
+      const T alpha = static_cast<T>(scale);
       if (fold) {
         const std::int64_t rows = batch.numel() * M;
-        if (gA.defined()) kernels::gemm(false, !B.lay.trans, rows, K, N, T(1), pg, N, pb, B.lay.ld, T(1), gA.data<T>(), K);
-        if (gB.defined()) kernels::gemm(true, false, K, N, rows, T(1), pa, A.lay.ld, pg, N, T(1), gB.data<T>(), N);
+        if (gA.defined())
+          kernels::gemm(false, !B.lay.trans, rows, K, N, alpha, pg, N, pb, B.lay.ld, fresh_a ? T(0) : T(1), gA.data<T>(), K);
+        if (gB.defined())
+          kernels::gemm(true, false, K, N, rows, alpha, pa, A.lay.ld, pg, N, fresh_b ? T(0) : T(1), gB.data<T>(), N);
         return;
       }
       const Dims gsa = gA.defined() ? broadcast_strides(Dims(gA.shape().begin(), gA.shape().end() - 2),
@@ -155,15 +163,19 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
       if (gA.defined()) {
         std::vector<kernels::BatchOffsets> offs = batch_offsets(batch, gsa, B.batch_strides);
         for (auto& o : offs) o = {o.c * M * N, o.b, o.a}; // from (dA_i, B_i, i)
-        kernels::gemm_batched(false, !B.lay.trans, M, K, N, T(1), pg, N, pb, B.lay.ld, T(1), gA.data<T>(), K, offs,
-                              strides_distinct(batch, gsa));
+        const bool distinct = strides_distinct(batch, gsa);
+        if (fresh_a && !distinct) std::fill(gA.data<T>(), gA.data<T>() + gA.numel(), T(0));
+        kernels::gemm_batched(false, !B.lay.trans, M, K, N, alpha, pg, N, pb, B.lay.ld, fresh_a && distinct ? T(0) : T(1),
+                              gA.data<T>(), K, offs, distinct);
       }
       // dB_i += op(A_i)^T dC_i: offsets (A_i, dC_i, dB_i)
       if (gB.defined()) {
         std::vector<kernels::BatchOffsets> offs = batch_offsets(batch, A.batch_strides, gsb);
         for (auto& o : offs) o = {o.a, o.c * M * N, o.b}; // from (A_i, dB_i, i)
-        kernels::gemm_batched(!A.lay.trans, false, K, N, M, T(1), pa, A.lay.ld, pg, N, T(1), gB.data<T>(), N, offs,
-                              strides_distinct(batch, gsb));
+        const bool distinct = strides_distinct(batch, gsb);
+        if (fresh_b && !distinct) std::fill(gB.data<T>(), gB.data<T>() + gB.numel(), T(0));
+        kernels::gemm_batched(!A.lay.trans, false, K, N, M, alpha, pa, A.lay.ld, pg, N, fresh_b && distinct ? T(0) : T(1),
+                              gB.data<T>(), N, offs, distinct);
       }
     });
   });
@@ -171,7 +183,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 } // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b, double scale) {
   if (a.dtype() != b.dtype())
     throw std::invalid_argument(fmt::format("matmul: dtypes differ: {} {} @ {} {}", a.shape(), dtype_name(a.dtype()),
                                             b.shape(), dtype_name(b.dtype())));
@@ -184,7 +196,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const bool va = a.dim() == 1, vb = b.dim() == 1;
   Tensor a2 = va ? reshape(a, {1, a.shape()[0]}) : a;
   Tensor b2 = vb ? reshape(b, {b.shape()[0], 1}) : b;
-  Tensor c = matmul_nd(a2, b2);
+  Tensor c = matmul_nd(a2, b2, scale);
   if (!va && !vb) return c;
   Dims s(c.shape().begin(), c.shape().end() - 2);
   if (!va) s.push_back(c.shape()[c.dim() - 2]);

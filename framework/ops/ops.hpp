@@ -53,7 +53,9 @@ Tensor log_softmax(const Tensor& x); // over the last axis
 
 // ---- matmul (matmul.cpp) --------------------------------------------------------------------
 // torch.matmul semantics: 1-D operands are promoted; batch dims broadcast.
-Tensor matmul(const Tensor& a, const Tensor& b);
+// scale * (a @ b) with the scale applied inside the gemm (BLAS alpha): no extra pass over the
+// product, forward or backward.
+Tensor matmul(const Tensor& a, const Tensor& b, double scale = 1.0);
 
 // ---- indexing (index.cpp) -------------------------------------------------------------------
 // out = x.index_select(axis, index): index is 1-D int64 of any length.

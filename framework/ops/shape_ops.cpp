@@ -28,13 +28,20 @@ static Tensor copy_as(const Tensor& x, DType d) {
   return out;
 }
 
-// Accumulates the contiguous gradient g into the contiguous buffer gx, converting dtype.
-static void accumulate_into(const Tensor& gx, const Tensor& g) {
+// Passes the contiguous gradient g (same element count as input 0) to input 0, converting dtype:
+// into a fresh buffer with `=`, or accumulated into an existing one with `+=`.
+static void pass_gradient(Node& n, const Tensor& g) {
+  bool assign = false;
+  Tensor gx = n.grad_for_write(0, assign);
   dispatch_float(gx.dtype(), "backward", [&]<typename D>() {
     dispatch_float(g.dtype(), "backward", [&]<typename S>() {
       D* d = gx.data<D>();
       const S* s = g.data<S>();
-      for (std::int64_t i = 0, n = gx.numel(); i < n; ++i) d[i] += static_cast<D>(s[i]);
+      const std::int64_t m = gx.numel();
+      if (assign)
+        for (std::int64_t i = 0; i < m; ++i) d[i] = static_cast<D>(s[i]);
+      else
+        for (std::int64_t i = 0; i < m; ++i) d[i] += static_cast<D>(s[i]);
     });
   });
 }
@@ -46,14 +53,14 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
   if (!is_float(dtype) || !is_float(x.dtype())) return out; // integer results carry no gradient
   // forward:  y = cast(x)
   // VJP:      dx += cast_back(dy)          shapes: x, y, dy: same
-  return record(out, "to_dtype", {x}, [](Node& n, const Tensor& gy) { accumulate_into(n.grad(0), gy); });
+  return record(out, "to_dtype", {x}, [](Node& n, const Tensor& gy) { pass_gradient(n, gy); });
 }
 
 Tensor clone(const Tensor& x) {
   ForwardTimer timer("clone");
   Tensor out = copy_as(x, x.dtype());
   // forward:  y = x (a contiguous copy)      VJP: dx += dy
-  return record(out, "clone", {x}, [](Node& n, const Tensor& gy) { accumulate_into(n.grad(0), gy); });
+  return record(out, "clone", {x}, [](Node& n, const Tensor& gy) { pass_gradient(n, gy); });
 }
 
 // Resolves one -1 and checks the element count.
@@ -89,9 +96,11 @@ Tensor reshape(const Tensor& x, const Dims& shape) {
   Tensor out = make_view(base, s, contiguous_strides(s), base.impl()->offset);
   // forward:  y = x viewed as `s` (same elements, same order)
   // VJP:      dx += dy viewed as x's shape      shapes: x (in), y/dy (s)
+  //           The first gradient x receives is dy's own buffer, viewed in x's shape: no copy.
   return record(out, "reshape", {x}, [](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    accumulate_into(gx, gy);
+    if (n.adopt_grad(0, make_view(gy, n.inputs[0]->shape, contiguous_strides(n.inputs[0]->shape), gy.impl()->offset)))
+      return;
+    pass_gradient(n, gy);
   });
 }
 
@@ -118,12 +127,16 @@ Tensor permute(const Tensor& x, const Dims& order) {
   Dims ord = order;
   for (auto& o : ord) o = wrap_axis(static_cast<int>(o), r, "permute");
   return record(out, "permute", {x}, [ord](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
+    bool assign = false;
+    Tensor gx = n.grad_for_write(0, assign);
+    // scatter: walk dy contiguously, writing through the stride each of y's axes has in dx
+    // (measured faster than gathering into dx for attention's head permutes and K^T)
     const Dims xs = contiguous_strides(gx.shape());
-    Dims through; // stride in gx of each axis of y
+    Dims through;
     for (int i = 0; i < ord.size(); ++i) through.push_back(xs[static_cast<int>(ord[i])]);
     dispatch_float(gx.dtype(), "permute", [&]<typename T>() {
-      kernels::add_into_strided(gx.data<T>(), through, gy.data<T>(), gy.shape());
+      if (assign) kernels::copy_into_strided(gx.data<T>(), through, gy.data<T>(), gy.shape());
+      else kernels::add_into_strided(gx.data<T>(), through, gy.data<T>(), gy.shape());
     });
   });
 }

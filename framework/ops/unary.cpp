@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/parallel.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace headgrad::ops {
@@ -19,12 +20,15 @@ template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* n
   dispatch_float(x.dtype(), name, [&]<typename T>() {
     const T* __restrict px = xc.data<T>();
     T* __restrict y = out.data<T>();
-    for (std::int64_t i = 0, n = out.numel(); i < n; ++i) y[i] = op.template f<T>(px[i]);
+    const std::int64_t n = out.numel();
+#pragma omp parallel for schedule(static) if (n >= kernels::kParallelElements)
+    for (std::int64_t i = 0; i < n; ++i) y[i] = op.template f<T>(px[i]);
   });
   Tensor saved_y = out.detach();
   // VJP:    dx_i += dy_i * f'(x_i)       shapes: x, y, dy, dx all the same (contiguous)
   return record(out, name, {xc}, [op, saved_y, name](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
+    bool assign = false;
+    Tensor gx = n.grad_for_write(0, assign);
     Tensor xv = n.input(0);
     dispatch_float(gx.dtype(), name, [&]<typename T>() {
       // __restrict: the gradient buffer never aliases x, y or dy, and saying so lets the compiler
@@ -33,7 +37,14 @@ template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* n
       const T* __restrict y = saved_y.data<T>();
       const T* __restrict g = gy.data<T>();
       T* __restrict d = gx.data<T>();
-      for (std::int64_t i = 0, m = gx.numel(); i < m; ++i) d[i] += g[i] * op.template df<T>(px[i], y[i]);
+      const std::int64_t m = gx.numel();
+      if (assign) {
+#pragma omp parallel for schedule(static) if (m >= kernels::kParallelElements)
+        for (std::int64_t i = 0; i < m; ++i) d[i] = g[i] * op.template df<T>(px[i], y[i]);
+      } else {
+#pragma omp parallel for schedule(static) if (m >= kernels::kParallelElements)
+        for (std::int64_t i = 0; i < m; ++i) d[i] += g[i] * op.template df<T>(px[i], y[i]);
+      }
     });
   });
 }
