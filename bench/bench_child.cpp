@@ -170,7 +170,7 @@ json throughput(const json& spec) {
                     {"ops", ops}};
   }
 
-  const SgemmLimit lim = measure_sgemm_limit(bc, spec.at("sgemm_seconds"));
+  const SgemmLimit lim = measure_sgemm_limit(bc, spec.at("sgemm_seconds"), spec.at("threads").get<int>());
   json shapes = json::array();
   for (const auto& x : lim.shapes)
     shapes.push_back({{"shape", x.shape.str()}, {"what", x.shape.what}, {"count", x.shape.count},

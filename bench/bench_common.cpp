@@ -16,6 +16,7 @@
 #include <tuple>
 #include <unistd.h>
 
+#include "framework/kernels/gemm_batched.hpp"
 #include "framework/random.hpp"
 
 namespace headgrad::bench {
@@ -121,7 +122,7 @@ std::vector<GemmShape> model_gemm_shapes(const BenchConfig& c) {
   return merged;
 }
 
-SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds) {
+SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds, int threads) {
   SgemmLimit out;
   double step_time = 0, total_flops = 0;
   Generator gen(1234);
@@ -134,23 +135,37 @@ SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds) {
     for (auto& x : Bm) x = static_cast<float>(gen.uniform() - 0.5);
     const int lda = static_cast<int>(g.ta ? g.m : g.k), ldb = static_cast<int>(g.tb ? g.k : g.n),
               ldc = static_cast<int>(g.n);
-    auto call = [&] {
+    auto blas_threads = [&] { // OpenBLAS threads each call itself
       for (std::int64_t i = 0; i < g.batch; ++i)
         cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, A.data() + i * a_size, lda,
                     Bm.data() + i * b_size, ldb, 0.0f, C.data() + i * c_size, ldc);
     };
-    call(); // warm-up: thread pool, caches
-    double best = 1e30, spent = 0;
-    int reps = 0;
-    while (reps < 3 || (spent < min_seconds && reps < 100000)) {
-      const double t0 = now_seconds();
-      call();
-      const double dt = now_seconds() - t0;
-      best = std::min(best, dt);
-      spent += dt;
-      ++reps;
-    }
+    std::vector<kernels::BatchOffsets> offs;
+    for (std::int64_t i = 0; i < g.batch; ++i) offs.push_back({i * a_size, i * b_size, i * c_size});
+    auto headgrad_split = [&] { // over OpenMP threads, as the framework runs it
+      kernels::gemm_batched(g.ta, g.tb, g.m, g.n, g.k, 1.0f, A.data(), lda, Bm.data(), ldb, 0.0f, C.data(), ldc, offs,
+                            true);
+    };
+    auto time_best = [&](auto&& call) {
+      call(); // warm-up: thread pool, caches
+      double best_t = 1e30, spent = 0;
+      int reps = 0;
+      while (reps < 3 || (spent < min_seconds && reps < 100000)) {
+        const double t0 = now_seconds();
+        call();
+        const double dt = now_seconds() - t0;
+        best_t = std::min(best_t, dt);
+        spent += dt;
+        ++reps;
+      }
+      return best_t;
+    };
+    const int saved = openblas_get_num_threads();
+    openblas_set_num_threads(threads);
+    const double t_blas = time_best(blas_threads);
+    openblas_set_num_threads(saved);
+    const double best = std::min(t_blas, time_best(headgrad_split));
     const double gflops = g.flops() / best * 1e-9;
     out.shapes.push_back({g, best, gflops});
     if (gflops > out.best_gflops) {

@@ -78,7 +78,11 @@ struct SgemmLimit {
 };
 // Times cblas_sgemm on every shape (best of repeated calls, at least `min_seconds` per shape), in
 // this process with the current BLAS thread setting.
-SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds);
+// Each shape is timed two ways with `threads` threads, and the faster counts: cblas_sgemm with
+// OpenBLAS's own threads (openblas_set_num_threads(threads)), and headgrad's split of the same
+// calls over OpenMP threads with single-threaded BLAS (kernels::gemm / gemm_batched). Either is
+// "what sgemm can do here", so the limit is the better of the two.
+SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds, int threads);
 
 // ---- processes ----------------------------------------------------------------------------------
 // Peak and current resident set of this process in KiB from /proc/self/status (VmHWM, VmRSS).
