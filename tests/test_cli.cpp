@@ -61,7 +61,9 @@ struct Result {
 };
 
 // Runs the binary with `args` in `cwd`, capturing stdout, stderr and the exit code.
-Result run(const std::vector<std::string>& args, const TempDir& cwd) {
+// env: variables to set in the child ("" as the value: unset it).
+Result run(const std::vector<std::string>& args, const TempDir& cwd,
+           const std::vector<std::pair<std::string, std::string>>& env = {}) {
   static int n = 0;
   const std::string out_path = cwd / fmt::format("cli{}.out", n), err_path = cwd / fmt::format("cli{}.err", n);
   ++n;
@@ -71,6 +73,10 @@ Result run(const std::vector<std::string>& args, const TempDir& cwd) {
   REQUIRE(pid >= 0);
   if (pid == 0) {
     if (chdir(cwd.path.c_str()) != 0) _exit(126);
+    for (const auto& [k, v] : env) {
+      if (v.empty()) unsetenv(k.c_str());
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
     const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(o, 1);
@@ -384,4 +390,84 @@ TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {
   const Result none = run({"gradcheck", "--filter", "no-such-op"}, dir);
   CHECK(none.rc == 0);
   CHECK(contains(none.out, "0 cases, 0 passed, 0 failed"));
+}
+
+// ---- the BLAS kernel the runtime chooses (train/runtime.hpp) --------------------------------
+
+TEST_CASE("preferred_core: a fallback core is replaced by the CPU's best kernel, nothing else is") {
+  runtime::CpuFeatures avx2{true, true, true, true, false, false, false, false};
+  runtime::CpuFeatures avx512{true, true, true, true, true, true, true, true};
+  runtime::CpuFeatures sse3{true, false, false, false, false, false, false, false};
+  CHECK(runtime::preferred_core("Prescott", avx512) == "SkylakeX");
+  CHECK(runtime::preferred_core("Prescott", avx2) == "Haswell");
+  CHECK(runtime::preferred_core("Nehalem", avx2) == "Haswell");
+  CHECK(runtime::preferred_core("Sandybridge", avx2) == "Haswell");
+  CHECK(runtime::preferred_core("Prescott", sse3) == ""); // nothing better to choose
+  for (const char* good : {"Haswell", "Zen", "SkylakeX", "Cooperlake"}) {
+    CAPTURE(good);
+    CHECK(runtime::preferred_core(good, avx512) == "");
+  }
+}
+
+namespace {
+// The BLAS-related variables cleared, so each case starts from a user who set nothing.
+std::vector<std::pair<std::string, std::string>> clean_blas_env() {
+  return {{"OPENBLAS_CORETYPE", ""}, {"HEADGRAD_REEXECED", ""}, {"HEADGRAD_BLAS_AUTOCORE", ""},
+          {"HEADGRAD_BLAS_AUTOCORE_FROM", ""}, {"HEADGRAD_BLAS_AUTOCORE_ASSUME", ""}};
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+std::string info_field(const std::string& out, const std::string& name) {
+  for (const auto& l : lines_of(out))
+    if (l.rfind(name + ":", 0) == 0) {
+      const auto v = l.find_first_not_of(' ', name.size() + 1);
+      return v == std::string::npos ? "" : l.substr(v);
+    }
+  return "";
+}
+} // namespace
+
+TEST_CASE("a fallback BLAS core is replaced at start-up, said in one line, and the chosen kernel computes gemm right") {
+  const std::string want = runtime::preferred_core("Prescott", runtime::cpu_features());
+  if (want.empty()) {
+    MESSAGE("this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose");
+    return;
+  }
+  TempDir dir;
+  // OpenBLAS picks a proper kernel on this machine by itself, so the runtime is told to decide as
+  // if it had fallen back to Prescott (HEADGRAD_BLAS_AUTOCORE_ASSUME, a test hook).
+  auto env = clean_blas_env();
+  env.emplace_back("HEADGRAD_BLAS_AUTOCORE_ASSUME", "Prescott");
+  const Result r = run({"info", "--check-blas", "60"}, dir, env);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 0);
+  CHECK(info_field(r.out, "BLAS core") == fmt::format("{} (OPENBLAS_CORETYPE={}, chosen by headgrad)", want, want));
+  CHECK(has(r.out, fmt::format("headgrad: OpenBLAS fell back to its Prescott kernel on this CPU; using {} instead", want)));
+  CHECK(info_field(r.out, "BLAS check").find(": ok (worst error") != std::string::npos);
+}
+
+TEST_CASE("a kernel the user chose is never overridden, and the fallback kernel is correct too") {
+  TempDir dir;
+  auto env = clean_blas_env();
+  env.emplace_back("OPENBLAS_CORETYPE", "Prescott");
+  env.emplace_back("HEADGRAD_BLAS_AUTOCORE_ASSUME", "Prescott"); // would trigger a change if unset
+  const Result r = run({"info", "--check-blas", "60"}, dir, env);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 0);
+  CHECK(info_field(r.out, "BLAS core") == "Prescott (OPENBLAS_CORETYPE=Prescott, set by you)");
+  CHECK_FALSE(has(r.out + r.err, "fell back"));
+  CHECK(info_field(r.out, "BLAS check").find(": ok (worst error") != std::string::npos);
+}
+
+TEST_CASE("HEADGRAD_BLAS_AUTOCORE=0 keeps the fallback; with nothing set the natural kernel checks out") {
+  TempDir dir;
+  auto env = clean_blas_env();
+  env.emplace_back("HEADGRAD_BLAS_AUTOCORE_ASSUME", "Prescott");
+  env.emplace_back("HEADGRAD_BLAS_AUTOCORE", "0");
+  const Result off = run({"info"}, dir, env);
+  CHECK(off.rc == 0);
+  CHECK(info_field(off.out, "BLAS core").find("chosen by headgrad") == std::string::npos);
+  const Result natural = run({"info", "--check-blas", "60"}, dir, clean_blas_env());
+  INFO("stdout: ", natural.out);
+  CHECK(natural.rc == 0);
+  CHECK(info_field(natural.out, "BLAS check").find(": ok (worst error") != std::string::npos);
 }

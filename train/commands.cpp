@@ -8,6 +8,7 @@
 
 #include "framework/autograd.hpp"
 #include "framework/io/safetensors.hpp"
+#include "train/blas_check.hpp"
 #include "train/cli_args.hpp"
 #include "train/explain.hpp"
 #include "train/gradcheck_table.hpp"
@@ -275,12 +276,17 @@ int gradcheck(int argc, char** argv) {
 }
 
 int info(int argc, char** argv) {
-  cli::Args args("info", {});
+  cli::Args args("info", {{"check-blas", Kind::integer, "0",
+                           "also check N random sgemm/dgemm products of the active kernel against a "
+                           "long-double reference (exit 1 if any is wrong)"}});
   args.parse(argc, argv, 2);
   if (args.help()) {
-    fmt::print("usage: headgrad info\n\nPrints the BLAS build, its active kernel, threads and CPU features.\n");
+    fmt::print("usage: headgrad info [--check-blas N]\n\nPrints the BLAS build, its active kernel, threads and CPU "
+               "features.\n\nflags:\n{}",
+               args.usage());
     return 0;
   }
+  const std::int64_t check_shapes = args.integer_at_least("check-blas", 0);
   runtime::set_threads(runtime::available_cores()); // as train/eval set them by default
   const auto b = runtime::blas_info();
   const char* env_core = std::getenv("OPENBLAS_CORETYPE");
@@ -298,6 +304,13 @@ int info(int argc, char** argv) {
   fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
   const std::string notice = runtime::blas_core_notice();
   if (!notice.empty()) fmt::print("{}\n", notice);
+  if (check_shapes > 0) {
+    const train::BlasCheckResult r = train::check_blas(static_cast<int>(check_shapes), 2024);
+    fmt::print("BLAS check:      {} random gemms x (float, double) x (one call, split over threads): {} "
+               "(worst error {:.3f} of the rounding bound, {})\n",
+               r.gemms, r.ok() ? "ok" : "WRONG RESULTS", r.worst_ratio, r.worst_case);
+    return r.ok() ? 0 : 1;
+  }
   return 0;
 }
 

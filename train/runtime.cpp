@@ -69,16 +69,19 @@ std::string preferred_core(const std::string& active, const CpuFeatures& cpu) {
 void maybe_reexec_with_better_blas_core(int /*argc*/, char** argv) {
   if (std::getenv("HEADGRAD_REEXECED")) return; // already re-executed once
   bool change = false;
-  // OpenMP threads that spin after our parallel loops steal the cores OpenBLAS's own threads
-  // need for the next gemm (measured: 4x slower at 2 threads). libgomp reads the policy only at
-  // start-up, hence the re-exec. A value the user set stands.
+  // Idle OpenMP threads sleep instead of spinning: libgomp's default spin keeps every core busy
+  // between parallel regions, which on a shared machine takes the cores other processes (and
+  // other threads of ours) need - measured 4x slower at 2 threads when OpenBLAS still ran its own
+  // pool. libgomp reads the policy only at start-up, hence the re-exec. A value the user set stands.
   if (!std::getenv("OMP_WAIT_POLICY")) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     change = true;
   }
   const char* off = std::getenv("HEADGRAD_BLAS_AUTOCORE");
   if (!std::getenv("OPENBLAS_CORETYPE") && !(off && std::string(off) == "0")) {
-    const std::string active = openblas_get_corename();
+    // HEADGRAD_BLAS_AUTOCORE_ASSUME: test hook, decide as if OpenBLAS had picked this core
+    const char* assume = std::getenv("HEADGRAD_BLAS_AUTOCORE_ASSUME");
+    const std::string active = assume ? assume : openblas_get_corename();
     const std::string want = preferred_core(active, cpu_features());
     if (!want.empty()) {
       setenv("OPENBLAS_CORETYPE", want.c_str(), 1);

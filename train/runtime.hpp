@@ -30,7 +30,9 @@ int available_cores();
 // - OpenBLAS picks its kernel at load. If it fell back to a generic core (e.g. Prescott) on a
 //   CPU that has AVX-512 or AVX2, and the user has not set OPENBLAS_CORETYPE, the program is
 //   re-executed with OPENBLAS_CORETYPE set to the matching kernel (SkylakeX or Haswell);
-//   HEADGRAD_BLAS_AUTOCORE=0 disables this.
+//   HEADGRAD_BLAS_AUTOCORE=0 disables this. (HEADGRAD_BLAS_AUTOCORE_ASSUME=CORE makes the
+//   decision as if OpenBLAS had picked CORE: how the tests reach this path on a CPU where
+//   OpenBLAS does not fall back.)
 // - OMP_WAIT_POLICY=PASSIVE when unset, so idle OpenMP threads sleep instead of spinning on the
 //   cores OpenBLAS's threads need.
 // Never overrides a value the user set. Returns normally when nothing is to be done; on
