@@ -71,8 +71,8 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"soak-steps", Kind::integer, "5000", "soak length; RSS growth is measured from step 100 to this"},
       {"no-torch", Kind::flag, "false", "headgrad only, even if PyTorch is installed"},
       {"python", Kind::text, "/usr/bin/python3", "the Python with torch", "PATH"},
-      {"torch-omp-wait-policy", Kind::text, "same",
-       "PyTorch's OMP_WAIT_POLICY: same (as headgrad), user (as started), or a value", "POLICY"},
+      {"torch-omp-wait-policy", Kind::text, "PASSIVE",
+       "PyTorch's OMP_WAIT_POLICY: a value, same (as headgrad), or user (as started)", "POLICY"},
       {"torch-script", Kind::text, HEADGRAD_BENCH_SOURCE_DIR "/torch_reference.py", "the PyTorch side", "PATH"},
       {"quick", Kind::flag, "false", "smoke run: a few steps per window, short soak and time-to-accuracy"},
       {"json", Kind::flag, "false", "print the results as one JSON object on the last line"},
@@ -214,13 +214,14 @@ std::optional<json> read_json(const fs::path& p) {
 }
 
 // The OMP_WAIT_POLICY the PyTorch process runs with (nullopt: unset, libgomp's default).
-//   same  - what headgrad runs with (its runtime sets PASSIVE unless the user set a policy)
+//   PASSIVE (the default) - PyTorch's best here: its gemms run on OpenBLAS's own threads, and
+//           libgomp threads spinning after each parallel region starve them (measured: small
+//           config at 2 threads 1.4 s/step with libgomp's default vs 62 ms/step with PASSIVE, on
+//           a busy machine)
+//   same  - what headgrad runs with
 //   user  - what the bench was started with
-//   other - that value (PASSIVE, ACTIVE)
-// With the default policy, libgomp threads spin after each parallel region; when the cores are
-// shared with other work they starve OpenBLAS's threads (measured here: PyTorch small config at 2
-// threads 1.4 s/step with the default vs 62 ms/step with PASSIVE, on a busy machine).
-std::string g_torch_omp_policy = "same";
+//   other - that value
+std::string g_torch_omp_policy = "PASSIVE";
 std::optional<std::string> torch_omp_wait_policy() {
   const char* v = nullptr;
   if (g_torch_omp_policy == "same") v = std::getenv("OMP_WAIT_POLICY");

@@ -69,14 +69,11 @@ std::string preferred_core(const std::string& active, const CpuFeatures& cpu) {
 void maybe_reexec_with_better_blas_core(int /*argc*/, char** argv) {
   if (std::getenv("HEADGRAD_REEXECED")) return; // already re-executed once
   bool change = false;
-  // Idle OpenMP threads sleep instead of spinning: libgomp's default spin keeps every core busy
-  // between parallel regions, which on a shared machine takes the cores other processes (and
-  // other threads of ours) need - measured 4x slower at 2 threads when OpenBLAS still ran its own
-  // pool. libgomp reads the policy only at start-up, hence the re-exec. A value the user set stands.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    change = true;
-  }
+  // (OMP_WAIT_POLICY is left to the user. headgrad used to set PASSIVE here, when OpenBLAS ran
+  // its own thread pool next to ours and spinning OpenMP threads starved it. Since every gemm
+  // runs on our OpenMP threads (kernels/gemm.hpp), libgomp's default - spin briefly, then sleep -
+  // is the faster choice: a sleeping thread costs a futex wake-up at each of the ~60 parallel
+  // regions of a small training step.)
   const char* off = std::getenv("HEADGRAD_BLAS_AUTOCORE");
   if (!std::getenv("OPENBLAS_CORETYPE") && !(off && std::string(off) == "0")) {
     // HEADGRAD_BLAS_AUTOCORE_ASSUME: test hook, decide as if OpenBLAS had picked this core
