@@ -26,6 +26,12 @@ bool batch_in_parallel(std::int64_t count, std::int64_t m, std::int64_t n, std::
   return distinct_outputs && count > 1 && m * n * k >= kMinParallelMNK && threads_available();
 }
 
+bool small_batch_in_parallel(std::int64_t count, std::int64_t m, std::int64_t n, std::int64_t k,
+                             bool distinct_outputs) {
+  // a thread hand-off is worth ~2^16 multiply-adds of work
+  return distinct_outputs && count > 1 && count * m * n * k >= (std::int64_t{1} << 16) && threads_available();
+}
+
 void run_blas_parallel(std::int64_t count, void (*fn)(void* ctx, std::int64_t i), void* ctx) {
   const int blas_threads = openblas_get_num_threads();
   if (blas_threads != 1) openblas_set_num_threads(1);
