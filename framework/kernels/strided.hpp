@@ -56,7 +56,10 @@ void add_into_strided(T* dst, const Dims& dst_strides, const T* src, const Dims&
                 [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t) {
                   T* d = dst + od;
                   const T* s = src + os;
-                  for (std::int64_t i = 0; i < n; ++i) d[i * sd] += s[i];
+                  if (sd == 1) // unit stride: a loop the compiler vectorises (head permutes move rows of d_head)
+                    for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
+                  else
+                    for (std::int64_t i = 0; i < n; ++i) d[i * sd] += s[i];
                 });
 }
 
@@ -68,7 +71,10 @@ void copy_into_strided(T* dst, const Dims& dst_strides, const T* src, const Dims
                 [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t) {
                   T* d = dst + od;
                   const T* s = src + os;
-                  for (std::int64_t i = 0; i < n; ++i) d[i * sd] = s[i];
+                  if (sd == 1)
+                    for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
+                  else
+                    for (std::int64_t i = 0; i < n; ++i) d[i * sd] = s[i];
                 });
 }
 
@@ -80,7 +86,10 @@ void add_from_strided(T* dst, const T* src, const Dims& shape, const Dims& src_s
                 [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t, std::int64_t ss) {
                   T* d = dst + od;
                   const T* s = src + os;
-                  for (std::int64_t i = 0; i < n; ++i) d[i] += s[i * ss];
+                  if (ss == 1)
+                    for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
+                  else
+                    for (std::int64_t i = 0; i < n; ++i) d[i] += s[i * ss];
                 });
 }
 

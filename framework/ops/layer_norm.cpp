@@ -1,7 +1,9 @@
 // layer_norm.cpp - LayerNorm over the last axis, fused: one pass forward, one pass backward.
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <memory>
+#include <omp.h>
 #include <vector>
 
 #include "framework/autograd.hpp"
@@ -32,7 +34,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     const T* b = bc.data<T>();
     T* y = out.data<T>();
     T* st = stats.data<T>();
-#pragma omp parallel for schedule(static) if (rows * D > 65536)
+#pragma omp parallel for schedule(static) if (rows * D >= 65536)
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* xr = px + r * D;
       const T mean = kernels::sum_lanes(xr, D) / static_cast<T>(D);
@@ -62,25 +64,45 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       T* dx = gx.defined() ? gx.data<T>() : nullptr;
       T* dw = gw.defined() ? gw.data<T>() : nullptr;
       T* db = gb.defined() ? gb.data<T>() : nullptr;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const T* xr = px + r * D;
-        const T* gr = g + r * D;
-        const T mean = st[2 * r], rstd = st[2 * r + 1];
-        // mean(g), mean(g * xhat) with g = dy * w, xhat = (x - mean) * rstd
-        const T mg = kernels::sum_lanes_fn<T>(D, [gr, w](std::int64_t i) { return gr[i] * w[i]; }) / static_cast<T>(D);
-        const T mgx = kernels::sum_lanes_fn<T>(D, [=](std::int64_t i) { return gr[i] * w[i] * ((xr[i] - mean) * rstd); }) /
-                      static_cast<T>(D);
-        if (dw)
-          for (std::int64_t i = 0; i < D; ++i) dw[i] += gr[i] * ((xr[i] - mean) * rstd);
-        if (db)
-          for (std::int64_t i = 0; i < D; ++i) db[i] += gr[i];
-        if (dx) {
+      // Rows are split over the threads (static schedule); each thread sums its rows' dw and db
+      // contributions into its own slice of `parts`, and the slices are added in thread order
+      // afterwards: deterministic for a given thread count, no atomics, one pass over x and dy.
+      const bool par = rows * D >= 65536 && omp_get_max_threads() > 1 && !omp_in_parallel();
+      const int nthreads = par ? omp_get_max_threads() : 1;
+      std::vector<T> parts(static_cast<std::size_t>((dw || db) ? 2 * nthreads * D : 0), T(0));
+#pragma omp parallel num_threads(nthreads) if (par)
+      {
+        const int tid = omp_get_thread_num();
+        T* pw = parts.empty() ? nullptr : parts.data() + static_cast<std::size_t>(2 * tid * D);
+        T* pb = pw ? pw + D : nullptr;
+#pragma omp for schedule(static)
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const T* xr = px + r * D;
+          const T* gr = g + r * D;
+          const T mean = st[2 * r], rstd = st[2 * r + 1];
+          if (dw)
+            for (std::int64_t i = 0; i < D; ++i) pw[i] += gr[i] * ((xr[i] - mean) * rstd);
+          if (db)
+            for (std::int64_t i = 0; i < D; ++i) pb[i] += gr[i];
+          if (!dx) continue;
+          // mean(g), mean(g * xhat) with g = dy * w, xhat = (x - mean) * rstd
+          const T mg = kernels::sum_lanes_fn<T>(D, [gr, w](std::int64_t i) { return gr[i] * w[i]; }) / static_cast<T>(D);
+          const T mgx =
+              kernels::sum_lanes_fn<T>(D, [=](std::int64_t i) { return gr[i] * w[i] * ((xr[i] - mean) * rstd); }) /
+              static_cast<T>(D);
           T* dr = dx + r * D;
           if (assign)
             for (std::int64_t i = 0; i < D; ++i) dr[i] = rstd * (gr[i] * w[i] - mg - (xr[i] - mean) * rstd * mgx);
           else
             for (std::int64_t i = 0; i < D; ++i) dr[i] += rstd * (gr[i] * w[i] - mg - (xr[i] - mean) * rstd * mgx);
         }
+      }
+      for (int t = 0; t < nthreads && !parts.empty(); ++t) {
+        const T* pw = parts.data() + static_cast<std::size_t>(2 * t * D);
+        if (dw)
+          for (std::int64_t i = 0; i < D; ++i) dw[i] += pw[i];
+        if (db)
+          for (std::int64_t i = 0; i < D; ++i) db[i] += pw[D + i];
       }
     });
   });
