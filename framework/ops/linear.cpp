@@ -1,8 +1,10 @@
 // linear.cpp - y = x W^T + b as one gemm each way (nn.Linear's F.linear).
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
 #include "framework/kernels/gemm.hpp"
+#include "framework/kernels/parallel.hpp"
 #include "framework/ops/nn_ops.hpp"
 
 namespace headgrad::ops {
@@ -32,6 +34,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     if (bias.defined()) { // y starts as the bias in every row; gemm then adds x W^T (beta = 1)
       Tensor bc = bias.contiguous();
       const T* b = bc.data<T>();
+#pragma omp parallel for schedule(static) if (rows * out_f >= kernels::kParallelElements)
       for (std::int64_t r = 0; r < rows; ++r) std::copy(b, b + out_f, y + r * out_f);
       beta = 1;
     }
@@ -54,10 +57,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                       gx.data<T>(), in_f);
       if (gw.defined())
         kernels::gemm(true, false, out_f, in_f, rows, T(1), g, out_f, xv.data<T>(), in_f, T(1), gw.data<T>(), in_f);
-      if (gb.defined()) {
+      if (gb.defined()) { // column sums of dy; threads take column blocks, rows summed in order
         T* db = gb.data<T>();
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t o = 0; o < out_f; ++o) db[o] += g[r * out_f + o];
+        constexpr std::int64_t kBlock = 64;
+#pragma omp parallel for schedule(static) if (rows * out_f >= kernels::kParallelElements)
+        for (std::int64_t c0 = 0; c0 < out_f; c0 += kBlock) {
+          const std::int64_t c1 = std::min(out_f, c0 + kBlock);
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t o = c0; o < c1; ++o) db[o] += g[r * out_f + o];
+        }
       }
     });
   });
