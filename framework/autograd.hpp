@@ -15,7 +15,8 @@ namespace headgrad {
 
 struct Node;
 // The backward closure: receives the gradient of the node's output (contiguous, output's shape)
-// and accumulates (+=) into the gradients of its inputs via node.grad(i).
+// and accumulates (+=) into the gradients of its inputs via node.grad(i) (or writes the first
+// contribution with `=` via grad_for_write, or hands its buffer on via adopt_grad).
 using BackwardFn = std::function<void(Node& node, const Tensor& grad_output)>;
 
 struct Node {

@@ -163,7 +163,8 @@ ExplainResult run(const ExplainOptions& o) {
 
   // 3. scores
   Tensor Qh_in = leaf_of(Qh), Kh_in = leaf_of(Kh), Vh_in = leaf_of(Vh);
-  Tensor scores = ops::matmul(Qh_in, Kh_in.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(d)));
+  // the 1/sqrt(d) is matmul's scale (the gemm's alpha), as in DotProductAttention
+  Tensor scores = ops::matmul(Qh_in, Kh_in.transpose(1, 2), 1.0 / std::sqrt(static_cast<double>(d)));
   p.tensor("scores = Q K^T / sqrt(d)", scores, fmt::format("(B*H, Tq, Tk), sqrt(d) = {:.4f}", std::sqrt(double(d))));
 
   // 4. masked softmax
