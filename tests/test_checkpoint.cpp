@@ -408,3 +408,58 @@ TEST_CASE("the model file is a valid safetensors file shaped like a PyTorch stat
     CHECK(o.at("exp_avg_sq." + name).shape() == shape);
   }
 }
+
+TEST_CASE("a save interrupted at each point leaves an optimizer state of the model's step (optimizer.prev)") {
+  // The kill points of save_checkpoint, recreated file by file: the model file on disk is from
+  // step 3; the interrupted save was for step 4.
+  Trained t3(3);
+  Trained t4(4);
+  auto fresh_dir_with_step3 = [&](TempDir& dir) {
+    const std::string path = dir / "model.safetensors";
+    save_checkpoint(path, *t3.model, t3.opt.get(), t3.cfg, 3);
+    return path;
+  };
+  auto resumed_step = [&](const std::string& path) {
+    LoadedRun run = load_model_checkpoint(path);
+    auto opt = make_optimizer(run.config, run.model->named_parameters());
+    load_optimizer_state(path, *opt);
+    return opt->steps();
+  };
+  const auto step_meta = [](const std::string& p) { return io::load_safetensors(p).metadata.at("step"); };
+  SUBCASE("killed after optimizer -> optimizer.prev, before the new optimizer file") {
+    TempDir dir;
+    const std::string path = fresh_dir_with_step3(dir);
+    fs::rename(optimizer_path_for(path), previous_optimizer_path_for(path));
+    CHECK(resumed_step(path) == 3);
+    CHECK(step_meta(optimizer_path_for(path)) == "3"); // prev became the current file again
+    CHECK_FALSE(fs::exists(previous_optimizer_path_for(path)));
+  }
+  SUBCASE("killed after the new optimizer file, before the new model file") {
+    TempDir dir;
+    const std::string path = fresh_dir_with_step3(dir);
+    fs::rename(optimizer_path_for(path), previous_optimizer_path_for(path));
+    io::save_safetensors(optimizer_path_for(path), t4.opt->state(), run_metadata(t4.cfg, 4));
+    CHECK(resumed_step(path) == 3);
+    CHECK(step_meta(optimizer_path_for(path)) == "3");
+  }
+  SUBCASE("a complete save leaves no optimizer.prev, and the next save works from there") {
+    TempDir dir;
+    const std::string path = fresh_dir_with_step3(dir);
+    save_checkpoint(path, *t4.model, t4.opt.get(), t4.cfg, 4);
+    CHECK_FALSE(fs::exists(previous_optimizer_path_for(path)));
+    CHECK(resumed_step(path) == 4);
+  }
+  SUBCASE("neither file matches: refused, naming the steps") {
+    TempDir dir;
+    const std::string path = fresh_dir_with_step3(dir);
+    io::save_safetensors(optimizer_path_for(path), t4.opt->state(), run_metadata(t4.cfg, 4));
+    LoadedRun run = load_model_checkpoint(path);
+    auto opt = make_optimizer(run.config, run.model->named_parameters());
+    try {
+      load_optimizer_state(path, *opt);
+      FAIL("a mismatched optimizer state was accepted");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("optimizer state is from step 4 but the model is from step 3") != std::string::npos);
+    }
+  }
+}

@@ -109,13 +109,29 @@ std::string optimizer_path_for(const std::string& model_path) {
   return (std::filesystem::path(model_path).parent_path() / "optimizer.safetensors").string();
 }
 
+std::string previous_optimizer_path_for(const std::string& model_path) {
+  return (std::filesystem::path(model_path).parent_path() / "optimizer.prev.safetensors").string();
+}
+
 void save_checkpoint(const std::string& model_path, const models::SequenceModel& model,
                      const optim::Optimizer* optimizer, const RunConfig& cfg, std::int64_t step) {
   const auto meta = run_metadata(cfg, step);
-  // Optimizer first: a crash between the two writes leaves a model file that still matches the
-  // previous optimizer file's step, which load_optimizer_state checks.
-  if (optimizer) io::save_safetensors(optimizer_path_for(model_path), optimizer->state(), meta);
+  if (!optimizer) {
+    io::save_safetensors(model_path, model.named_parameters(), meta);
+    return;
+  }
+  // Kill points and what they leave (model M = the step on disk before this save, N = this one):
+  //   before the first rename          model M, optimizer M
+  //   after optimizer -> prev           model M, prev M (no optimizer)       -> prev is used
+  //   after the new optimizer           model M, optimizer N, prev M         -> prev is used
+  //   after the new model               model N, optimizer N (prev M, stale)
+  // Each rename replaces its target atomically; save_safetensors fsyncs the directory.
+  const std::string cur = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
+  std::error_code ec;
+  if (std::filesystem::exists(cur, ec)) std::filesystem::rename(cur, prev);
+  io::save_safetensors(cur, optimizer->state(), meta);
   io::save_safetensors(model_path, model.named_parameters(), meta);
+  std::filesystem::remove(prev, ec); // best effort: a leftover prev is never preferred over a match
 }
 
 LoadedRun load_model_checkpoint(const std::string& model_path) {
@@ -128,15 +144,38 @@ LoadedRun load_model_checkpoint(const std::string& model_path) {
 }
 
 void load_optimizer_state(const std::string& model_path, optim::Optimizer& optimizer) {
-  const std::string path = optimizer_path_for(model_path);
-  io::SafetensorsFile f = io::load_safetensors(path);
-  std::int64_t model_step = 0, opt_step = 0;
+  const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
+  std::int64_t model_step = 0;
   (void)run_config_from_metadata(io::load_safetensors(model_path).metadata, model_path, model_step);
-  (void)run_config_from_metadata(f.metadata, path, opt_step);
-  if (model_step != opt_step)
-    throw std::invalid_argument(fmt::format("{}: optimizer state is from step {} but the model is from step {}", path,
-                                            opt_step, model_step));
-  optimizer.load_state(f.tensors, path);
+  auto step_of = [](const io::SafetensorsFile& f, const std::string& source) {
+    std::int64_t s = 0;
+    (void)run_config_from_metadata(f.metadata, source, s);
+    return s;
+  };
+  std::error_code ec;
+  const bool have_cur = std::filesystem::exists(path, ec), have_prev = std::filesystem::exists(prev, ec);
+  std::int64_t cur_step = -1;
+  if (have_cur || !have_prev) { // no file at all: load_safetensors names the missing path
+    io::SafetensorsFile f = io::load_safetensors(path);
+    cur_step = step_of(f, path);
+    if (cur_step == model_step) {
+      optimizer.load_state(f.tensors, path);
+      return;
+    }
+  }
+  if (have_prev) { // a save was interrupted between the optimizer and the model write
+    io::SafetensorsFile f = io::load_safetensors(prev);
+    if (step_of(f, prev) == model_step) {
+      optimizer.load_state(f.tensors, prev);
+      std::filesystem::rename(prev, path); // the matching state is the current one again
+      return;
+    }
+  }
+  if (!have_cur)
+    throw std::invalid_argument(fmt::format("{}: missing, and {} is not from the model's step {}", path, prev,
+                                            model_step));
+  throw std::invalid_argument(fmt::format("{}: optimizer state is from step {} but the model is from step {}", path,
+                                          cur_step, model_step));
 }
 
 } // namespace headgrad::train

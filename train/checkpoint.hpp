@@ -31,9 +31,15 @@ RunConfig run_config_from_metadata(const std::map<std::string, std::string>& met
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& cfg, const nn::NamedTensors& params);
 
-// The optimizer file that belongs to a model checkpoint: DIR/optimizer.safetensors.
+// The optimizer file that belongs to a model checkpoint: DIR/optimizer.safetensors, and
+// DIR/optimizer.prev.safetensors, the previous one, kept only while a save is in progress.
 std::string optimizer_path_for(const std::string& model_path);
+std::string previous_optimizer_path_for(const std::string& model_path);
 
+// Writes the optimizer state, then the model, each atomically (temp file, fsync, rename). The
+// optimizer file that matches the model file already on disk is first renamed to
+// optimizer.prev.safetensors and removed only once the new model file is in place, so a kill at
+// any moment leaves a model file and an optimizer file of the same step.
 void save_checkpoint(const std::string& model_path, const models::SequenceModel& model,
                      const optim::Optimizer* optimizer, const RunConfig& cfg, std::int64_t step);
 
@@ -44,7 +50,10 @@ struct LoadedRun {
 };
 // Loads and checks the model file (every parameter present with the right shape, nothing extra).
 LoadedRun load_model_checkpoint(const std::string& model_path);
-// Loads the optimizer state saved beside `model_path` into `optimizer`.
+// Loads the optimizer state saved beside `model_path` into `optimizer`: optimizer.safetensors if
+// its step is the model's, else optimizer.prev.safetensors if that one's is (a save was killed
+// between the optimizer and the model write; the prev file then becomes optimizer.safetensors
+// again). Throws std::invalid_argument naming the steps when neither matches.
 void load_optimizer_state(const std::string& model_path, optim::Optimizer& optimizer);
 
 } // namespace headgrad::train
