@@ -34,26 +34,19 @@ void gemm_batched(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
                   std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc,
                   const std::vector<BatchOffsets>& offsets, bool distinct_outputs) {
   const auto count = static_cast<std::int64_t>(offsets.size());
-  if (m <= kSmallGemmMax && n <= kSmallGemmMax && k <= kSmallGemmMax) { // tiny: our own loop kernel
-    auto one = [&](std::int64_t i) {
-      const BatchOffsets& o = offsets[static_cast<std::size_t>(i)];
-      small_gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
-    };
-    if (small_batch_in_parallel(count, m, n, k, distinct_outputs))
-      run_blas_parallel(count, [](void* ctx, std::int64_t i) { (*static_cast<decltype(one)*>(ctx))(i); }, &one);
-    else
-      for (std::int64_t i = 0; i < count; ++i) one(i);
-    return;
-  }
-  if (!batch_in_parallel(count, m, n, k, distinct_outputs)) {
-    for (const BatchOffsets& o : offsets) gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
-    return;
-  }
+  const bool tiny = m <= kSmallGemmMax && n <= kSmallGemmMax && k <= kSmallGemmMax;
+  const bool parallel = tiny ? small_batch_in_parallel(count, m, n, k, distinct_outputs)
+                             : batch_in_parallel(count, m, n, k, distinct_outputs);
   auto one = [&](std::int64_t i) {
     const BatchOffsets& o = offsets[static_cast<std::size_t>(i)];
-    blas_gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
+    if (tiny) small_gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
+    else if (parallel) blas_gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc); // whole
+    else gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc); // may split itself
   };
-  run_blas_parallel(count, [](void* ctx, std::int64_t i) { (*static_cast<decltype(one)*>(ctx))(i); }, &one);
+  if (parallel)
+    run_blas_parallel(count, [](void* ctx, std::int64_t i) { (*static_cast<decltype(one)*>(ctx))(i); }, &one);
+  else
+    for (std::int64_t i = 0; i < count; ++i) one(i);
 }
 
 } // namespace headgrad::kernels

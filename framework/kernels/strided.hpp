@@ -49,32 +49,23 @@ void copy_strided(D* dst, const S* src, const Dims& shape, const Dims& src_strid
 }
 
 // dst (strided) += src (contiguous, shape): scatters a gradient back through a view.
+// assign: dst is a fresh buffer, written with `=` instead.
 template <typename T>
-void add_into_strided(T* dst, const Dims& dst_strides, const T* src, const Dims& shape) {
+void add_into_strided(T* dst, const Dims& dst_strides, const T* src, const Dims& shape, bool assign = false) {
   const Dims src_strides = contiguous_strides(shape);
   for_each_row2(shape, dst_strides, src_strides,
                 [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t) {
                   T* d = dst + od;
                   const T* s = src + os;
-                  if (sd == 1) // unit stride: a loop the compiler vectorises (head permutes move rows of d_head)
+                  // unit stride: loops the compiler vectorises (head permutes move rows of d_head)
+                  if (assign && sd == 1)
+                    for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
+                  else if (assign)
+                    for (std::int64_t i = 0; i < n; ++i) d[i * sd] = s[i];
+                  else if (sd == 1)
                     for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
                   else
                     for (std::int64_t i = 0; i < n; ++i) d[i * sd] += s[i];
-                });
-}
-
-// dst (strided) = src (contiguous, shape): the same scatter into a fresh buffer.
-template <typename T>
-void copy_into_strided(T* dst, const Dims& dst_strides, const T* src, const Dims& shape) {
-  const Dims src_strides = contiguous_strides(shape);
-  for_each_row2(shape, dst_strides, src_strides,
-                [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t sd, std::int64_t) {
-                  T* d = dst + od;
-                  const T* s = src + os;
-                  if (sd == 1)
-                    for (std::int64_t i = 0; i < n; ++i) d[i] = s[i];
-                  else
-                    for (std::int64_t i = 0; i < n; ++i) d[i * sd] = s[i];
                 });
 }
 

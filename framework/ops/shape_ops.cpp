@@ -135,8 +135,7 @@ Tensor permute(const Tensor& x, const Dims& order) {
     Dims through;
     for (int i = 0; i < ord.size(); ++i) through.push_back(xs[static_cast<int>(ord[i])]);
     dispatch_float(gx.dtype(), "permute", [&]<typename T>() {
-      if (assign) kernels::copy_into_strided(gx.data<T>(), through, gy.data<T>(), gy.shape());
-      else kernels::add_into_strided(gx.data<T>(), through, gy.data<T>(), gy.shape());
+      kernels::add_into_strided(gx.data<T>(), through, gy.data<T>(), gy.shape(), assign);
     });
   });
 }
