@@ -299,7 +299,7 @@ int info(int argc, char** argv) {
   fmt::print("BLAS threads:    {} per call (headgrad splits big gemms over its OpenMP threads)\n", b.blas_threads);
   fmt::print("OpenMP threads:  {}\n", b.omp_threads);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
-  fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(libgomp default: spin briefly, then sleep)");
+  fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(libgomp default: spin, then sleep)");
   fmt::print("CPU cores:       {}\n", b.cores);
   fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
   const std::string notice = runtime::blas_core_notice();

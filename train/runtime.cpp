@@ -69,11 +69,16 @@ std::string preferred_core(const std::string& active, const CpuFeatures& cpu) {
 void maybe_reexec_with_better_blas_core(int /*argc*/, char** argv) {
   if (std::getenv("HEADGRAD_REEXECED")) return; // already re-executed once
   bool change = false;
-  // (OMP_WAIT_POLICY is left to the user. headgrad used to set PASSIVE here, when OpenBLAS ran
-  // its own thread pool next to ours and spinning OpenMP threads starved it. Since every gemm
-  // runs on our OpenMP threads (kernels/gemm.hpp), libgomp's default - spin briefly, then sleep -
-  // is the faster choice: a sleeping thread costs a futex wake-up at each of the ~60 parallel
-  // regions of a small training step.)
+  // Idle OpenMP threads sleep instead of spinning. Alone on the machine, libgomp's spinning
+  // default is at most ~10% faster (no futex wake-up at each of a step's ~60 parallel regions);
+  // with anything else on the cores it is a disaster: two default-model trainings side by side on
+  // 2 cores ran 39-41 ms/step each with the default and 14-16 ms/step with PASSIVE (9-10 ms
+  // alone). libgomp reads the policy only at start-up, hence the re-exec. A value the user set
+  // stands.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    change = true;
+  }
   const char* off = std::getenv("HEADGRAD_BLAS_AUTOCORE");
   if (!std::getenv("OPENBLAS_CORETYPE") && !(off && std::string(off) == "0")) {
     // HEADGRAD_BLAS_AUTOCORE_ASSUME: test hook, decide as if OpenBLAS had picked this core

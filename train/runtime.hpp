@@ -33,6 +33,9 @@ int available_cores();
 //   HEADGRAD_BLAS_AUTOCORE=0 disables this. (HEADGRAD_BLAS_AUTOCORE_ASSUME=CORE makes the
 //   decision as if OpenBLAS had picked CORE: how the tests reach this path on a CPU where
 //   OpenBLAS does not fall back.)
+// - OMP_WAIT_POLICY=PASSIVE when unset: idle OpenMP threads sleep instead of spinning on cores
+//   that other processes (a second training, the test suite) need. Library users who call ops
+//   directly get libgomp's default unless they set it.
 // Never overrides a value the user set. Returns normally when nothing is to be done; on
 // re-exec it does not return.
 void maybe_reexec_with_better_blas_core(int argc, char** argv);
