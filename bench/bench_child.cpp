@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "framework/autograd.hpp"
+#include "framework/profiler.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/storage.hpp"

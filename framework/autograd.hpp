@@ -14,11 +14,31 @@
 namespace headgrad {
 
 struct Node;
-// The backward closure: receives the gradient of the node's output (contiguous, output's shape)
-// and accumulates (+=) into the gradients of its inputs via node.grad(i) (or writes the first
-// contribution with `=` via grad_for_write, or hands its buffer on via adopt_grad).
-using BackwardFn = std::function<void(Node& node, const Tensor& grad_output)>;
+// The backward closure: receives dy, the gradient of the node's output (contiguous, the output's
+// shape), and adds each input's share of it to that input's gradient through the Node.
+using BackwardFn = std::function<void(Node& node, const Tensor& dy)>;
 
+// Input i's gradient buffer, for a backward that computes its contribution straight into it.
+struct GradBuffer {
+  Tensor tensor;            // contiguous, input i's shape and dtype; undefined: no gradient needed
+  bool first_write = false; // true: fresh and uninitialised - write every element (`=`, gemm beta 0)
+                            // false: holds earlier contributions - add to it (`+=`, gemm beta 1)
+  explicit operator bool() const { return tensor.defined(); }
+  template <typename T> T* data() const { return tensor.defined() ? tensor.data<T>() : nullptr; }
+};
+
+// The gradient contract. Gradients add up: an input used by several ops receives the sum of
+// their contributions, and a leaf keeps adding over backward() calls until zero_grad(). A
+// backward adds its contribution to input i's gradient in one of two ways:
+//   n.add_to_grad(i, g)  x_i.grad += g  (micrograd's `self.grad += ...`). g has x_i's shape, or
+//                        the shape x_i was broadcast to, and is then summed over the broadcast axes.
+//   n.grad_buffer(i)     the buffer itself and its `first_write` flag, for a backward that writes
+//                        its contribution directly (a gemm, a fused kernel). Kernels take the flag
+//                        as their `first_write` argument: on the first write they assign instead of
+//                        adding (no zero fill, no read of zeros); one that cannot cover every element
+//                        zero-fills first.
+// When two inputs are one tensor (x * x), the second call finds the first's buffer
+// (first_write = false): write the gradients in the order you asked for them.
 struct Node {
   const char* name;                                  // op name, for errors and the profiler
   std::vector<std::shared_ptr<TensorImpl>> inputs;   // what the op read (null: not a tensor)
@@ -27,22 +47,26 @@ struct Node {
 
   Tensor input(std::size_t i) const { return Tensor(inputs[i]); }
   bool needs_grad(std::size_t i) const { return inputs[i] && inputs[i]->requires_grad; }
-  // The gradient buffer of input i to accumulate into: contiguous, input's shape and dtype,
-  // zero-filled on first use. Undefined tensor when input i needs no gradient.
-  Tensor grad(std::size_t i) const;
-  // For a backward that writes every element of input i's gradient: if input i has no gradient
-  // buffer yet, a new *uninitialised* one and assign = true - the caller must write every element
-  // with `=`; otherwise the existing buffer and assign = false - the caller accumulates (`+=`).
-  // Saves the zero fill and the read of zeros. Undefined tensor when input i needs no gradient.
-  Tensor grad_for_write(std::size_t i, bool& assign) const;
-  // Hands `g` to input i as its gradient without copying, if input i has no gradient buffer yet;
-  // returns false (nothing done) otherwise. g must be contiguous with input i's shape and dtype
-  // and nothing else may write to its storage afterwards (the output gradient a backward
-  // receives qualifies: the engine drops it once this node has run).
-  bool adopt_grad(std::size_t i, const Tensor& g) const;
+
+  void add_to_grad(std::size_t i, const Tensor& g, double scale = 1.0);
+  void add_to_grad(std::size_t i, Tensor&& g, double scale = 1.0); // g, a temporary, may be kept
+  GradBuffer grad_buffer(std::size_t i);
+
+  // ---- skip on first reading: how add_to_grad avoids copies ----
+  // The first gradient an input receives may be g's own buffer instead of a copy of it, when
+  // nothing else can write to that buffer any more: a temporary handed over as an rvalue
+  // (n.add_to_grad(0, dy * b)) that nothing else refers to, or dy itself or a view of it (the
+  // engine drops dy once this node has run). dy can go to one input only; the engine sets these
+  // two around each backward call.
+  const Storage* dy_storage = nullptr;
+  bool dy_handed_on = false;
+
+private:
+  void add_gradient(std::size_t i, const Tensor& g, double scale, bool temporary);
 };
 
-// True while gradients are being recorded (the default). NoGradGuard turns it off in a scope.
+// True while gradients are being recorded (the default). NoGradGuard turns it off in a scope;
+// the engine runs every backward closure under one, so ops used in a backward record nothing.
 bool grad_enabled();
 class NoGradGuard {
 public:
@@ -54,35 +78,10 @@ private:
   bool prev_;
 };
 
-// True when an op over these inputs must record a node.
-bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
-
 // Attaches a node to `out` if grad mode is on and any input requires grad. Returns `out`.
 Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
 
 // The engine. `root` must require grad; `grad_output` has root's shape.
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph);
-
-// Optional per-op timing (headgrad train --profile). The profiler is off unless enabled.
-struct OpProfile {
-  const char* name;
-  std::int64_t forward_calls, backward_calls;
-  double forward_seconds, backward_seconds;
-};
-void profiler_enable(bool on);
-bool profiler_enabled();
-void profiler_reset();
-std::vector<OpProfile> profiler_report();
-void profiler_add(const char* name, bool backward, double seconds);
-
-// Times the enclosing forward kernel when the profiler is on.
-class ForwardTimer {
-public:
-  explicit ForwardTimer(const char* name);
-  ~ForwardTimer();
-private:
-  const char* name_;
-  double start_;
-};
 
 } // namespace headgrad

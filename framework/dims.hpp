@@ -1,5 +1,6 @@
 // dims.hpp - a fixed-capacity list of sizes (shape or strides). Tensors are built on every op, so
-// their shape must not cost a heap allocation; 8 dims covers every model here (the brief asks 6).
+// their shape must not cost a heap allocation; 8 dims covers every model here
+// (attention's head split needs 4).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -43,7 +44,6 @@ public:
     for (int i = 0; i < n_; ++i) p *= d_[i];
     return p;
   }
-  std::vector<std::int64_t> vec() const { return {begin(), end()}; }
   friend bool operator==(const Dims& a, const Dims& b) {
     return a.n_ == b.n_ && std::equal(a.begin(), a.end(), b.begin());
   }

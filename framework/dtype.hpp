@@ -19,14 +19,20 @@ const char* dtype_name(DType d);
 std::size_t dtype_size(DType d);
 inline bool is_float(DType d) { return d == DType::f32 || d == DType::f64; }
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<bool>() { return DType::bool8; }
+// Calls fn.template operator()<T>() with the C++ type T of dtype d: float, double, std::int64_t or
+// bool. For code that moves elements of any type (copies, conversions, factories).
+template <typename Fn> decltype(auto) dispatch_any(DType d, Fn&& fn) {
+  switch (d) {
+  case DType::f32: return fn.template operator()<float>();
+  case DType::f64: return fn.template operator()<double>();
+  case DType::i64: return fn.template operator()<std::int64_t>();
+  case DType::bool8: break;
+  }
+  return fn.template operator()<bool>();
+}
 
-// Calls fn.template operator()<T>() with T = float or double. Throws for non-float dtypes, naming
-// the op so the user sees which call got the wrong tensor.
+// The same for arithmetic, which exists for float32 and float64 only: any other dtype throws
+// std::invalid_argument naming the op, so the user sees which call got the wrong tensor.
 template <typename Fn> decltype(auto) dispatch_float(DType d, const char* op, Fn&& fn) {
   switch (d) {
   case DType::f32: return fn.template operator()<float>();

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "framework/autograd.hpp"
 #include "framework/kernels/strided.hpp"
@@ -11,56 +10,6 @@
 #include "framework/random.hpp"
 
 namespace headgrad {
-
-const char* dtype_name(DType d) {
-  switch (d) {
-  case DType::f32: return "float32";
-  case DType::f64: return "float64";
-  case DType::i64: return "int64";
-  case DType::bool8: return "bool";
-  }
-  return "?";
-}
-
-std::size_t dtype_size(DType d) {
-  switch (d) {
-  case DType::f32: return 4;
-  case DType::f64: return 8;
-  case DType::i64: return 8;
-  case DType::bool8: return 1;
-  }
-  return 0;
-}
-
-std::string Dims::str() const { return fmt::format("[{}]", fmt::join(begin(), end(), ", ")); }
-
-Dims contiguous_strides(const Dims& shape) {
-  Dims s;
-  s.resize(shape.size());
-  std::int64_t acc = 1;
-  for (int i = shape.size() - 1; i >= 0; --i) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
-}
-
-int wrap_axis(int axis, int rank, const char* op) {
-  const int a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    throw std::invalid_argument(fmt::format("{}: axis {} is out of range for a tensor of rank {}", op, axis, rank));
-  return a;
-}
-
-// Dispatch over all four dtypes (copies and conversions).
-template <typename Fn> static void dispatch_any(DType d, Fn&& fn) {
-  switch (d) {
-  case DType::f32: fn.template operator()<float>(); break;
-  case DType::f64: fn.template operator()<double>(); break;
-  case DType::i64: fn.template operator()<std::int64_t>(); break;
-  case DType::bool8: fn.template operator()<bool>(); break;
-  }
-}
 
 Tensor new_tensor(const Dims& shape, DType dtype) {
   // Checked size arithmetic: a hostile shape must not overflow into a small allocation.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/dims.hpp"
@@ -104,6 +105,10 @@ private:
 Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, std::int64_t offset);
 // A fresh, contiguous, uninitialised tensor with no history.
 Tensor new_tensor(const Dims& shape, DType dtype);
+
+// Tensors by name, in order: a module's parameters ("W_q.weight", ...) or a safetensors file's
+// contents.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 } // namespace headgrad
 

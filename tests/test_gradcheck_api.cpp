@@ -19,6 +19,13 @@ Tensor randn(const Dims& s, std::uint64_t seed, DType d = DType::f64) {
   return Tensor::normal(s, 0.0, 1.0, g, d);
 }
 
+// Input i's gradient buffer ready for `+=` loops: zero-filled on its first write (see GradBuffer).
+double* add_into(const GradBuffer& g) {
+  double* d = g.data<double>();
+  if (g.first_write) std::fill(d, d + g.tensor.numel(), 0.0);
+  return d;
+}
+
 // A custom op written the way ops are: forward kernel, then record() with a backward closure.
 // y = x^2; the backward computes dx += factor * 2x * dy (factor 1 is right).
 Tensor square_op(const Tensor& x, double factor) {
@@ -28,11 +35,10 @@ Tensor square_op(const Tensor& x, double factor) {
   double* y = out.data<double>();
   for (std::int64_t i = 0; i < out.numel(); ++i) y[i] = px[i] * px[i];
   return record(out, "square", {xc}, [factor](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
     const double* xv = n.input(0).data<double>();
     const double* g = gy.data<double>();
-    double* d = gx.data<double>();
-    for (std::int64_t i = 0; i < gx.numel(); ++i) d[i] += factor * 2.0 * xv[i] * g[i];
+    double* d = add_into(n.grad_buffer(0));
+    for (std::int64_t i = 0; i < gy.numel(); ++i) d[i] += factor * 2.0 * xv[i] * g[i];
   });
 }
 
@@ -47,11 +53,15 @@ Tensor row_add_op(const Tensor& a, const Tensor& b, bool sum_rows) {
   const std::int64_t rows = a.shape()[0], cols = a.shape()[1];
   return record(out, "row_add", {a, b}, [rows, cols, sum_rows](Node& n, const Tensor& gy) {
     const double* g = gy.data<double>();
-    if (Tensor ga = n.grad(0); ga.defined())
-      for (std::int64_t i = 0; i < rows * cols; ++i) ga.data<double>()[i] += g[i];
-    if (Tensor gb = n.grad(1); gb.defined())
+    if (GradBuffer ga = n.grad_buffer(0); ga) {
+      double* da = add_into(ga);
+      for (std::int64_t i = 0; i < rows * cols; ++i) da[i] += g[i];
+    }
+    if (GradBuffer gb = n.grad_buffer(1); gb) {
+      double* db = add_into(gb);
       for (std::int64_t r = 0; r < (sum_rows ? rows : 1); ++r)
-        for (std::int64_t j = 0; j < cols; ++j) gb.data<double>()[j] += g[r * cols + j];
+        for (std::int64_t j = 0; j < cols; ++j) db[j] += g[r * cols + j];
+    }
   });
 }
 
@@ -65,14 +75,14 @@ Tensor transpose_copy_op(const Tensor& x, bool transpose_back) {
   }
   const std::int64_t n = x.shape()[0];
   return record(out, "transpose_copy", {x}, [n, transpose_back](Node& node, const Tensor& gy) {
-    Tensor gx = node.grad(0);
+    double* dx = add_into(node.grad_buffer(0));
     for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < n; ++j)
-        gx.data<double>()[i * n + j] += gy.data<double>()[transpose_back ? j * n + i : i * n + j];
+      for (std::int64_t j = 0; j < n; ++j) dx[i * n + j] += gy.data<double>()[transpose_back ? j * n + i : i * n + j];
   });
 }
 
-// y = exp(x), but the backward ASSIGNS (=) instead of accumulating (+=).
+// y = exp(x), but the backward ASSIGNS (=) even when the buffer holds earlier contributions
+// (first_write false), instead of accumulating (+=).
 Tensor exp_assign_op(const Tensor& x) {
   Tensor out;
   {
@@ -81,8 +91,8 @@ Tensor exp_assign_op(const Tensor& x) {
   }
   Tensor y = out.detach();
   return record(out, "exp_assign", {x}, [y](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    for (std::int64_t i = 0; i < gx.numel(); ++i) gx.data<double>()[i] = gy.data<double>()[i] * y.data<double>()[i];
+    double* dx = n.grad_buffer(0).data<double>();
+    for (std::int64_t i = 0; i < gy.numel(); ++i) dx[i] = gy.data<double>()[i] * y.data<double>()[i];
   });
 }
 
@@ -94,7 +104,8 @@ Tensor softmax_no_backward_op(const Tensor& x) {
     NoGradGuard ng;
     out = ops::softmax(x);
   }
-  return record(out, "softmax_no_backward", {x}, [](Node& n, const Tensor&) { n.grad(0); });
+  return record(out, "softmax_no_backward", {x},
+                [](Node& n, const Tensor&) { n.add_to_grad(0, Tensor::zeros(n.inputs[0]->shape, DType::f64)); });
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "framework/autograd.hpp"
+#include "framework/profiler.hpp"
 #include "framework/io/safetensors.hpp"
 #include "train/blas_check.hpp"
 #include "train/cli_args.hpp"

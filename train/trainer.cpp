@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "framework/autograd.hpp"
+#include "framework/profiler.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "train/attention_svg.hpp"

@@ -2,6 +2,7 @@
 // encode_safetensors, parse_safetensors, SafetensorsFile. The header lives in
 // safetensors_header.cpp, the file I/O (load, atomic save) in safetensors_file.cpp.
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <fmt/format.h>
@@ -19,11 +20,12 @@ constexpr bool kLittleEndianHost = std::endian::native == std::endian::little;
 // float's NaN payload survives, and no type-punned pointer is dereferenced (memcpy).
 template <std::size_t ES>
 void gather_bytes(unsigned char* dst, const unsigned char* src, const Dims& shape, const Dims& strides) {
-  kernels::for_each_row2(shape, contiguous_strides(shape), strides,
-                         [&](std::int64_t od, std::int64_t os, std::int64_t n, std::int64_t, std::int64_t ss) {
-                           for (std::int64_t i = 0; i < n; ++i)
-                             std::memcpy(dst + (od + i) * ES, src + (os + i * ss) * static_cast<std::int64_t>(ES), ES);
-                         });
+  kernels::for_each_row<2>(shape, std::array<Dims, 2>{contiguous_strides(shape), strides},
+                           [&](const auto& o, std::int64_t n, const auto& in) {
+                             for (std::int64_t i = 0; i < n; ++i)
+                               std::memcpy(dst + (o[0] + i) * ES, src + (o[1] + i * in[1]) * static_cast<std::int64_t>(ES),
+                                           ES);
+                           });
 }
 
 // Little-endian file order <-> host order (a no-op on every machine we build for).

@@ -51,9 +51,11 @@ namespace headgrad::io {
 // The largest header accepted, as in the reference implementation (MAX_HEADER_SIZE).
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
+using headgrad::NamedTensors; // framework/tensor.hpp
+
 // A loaded file. Every tensor is a fresh contiguous tensor with no history.
 struct SafetensorsFile {
-  std::vector<std::pair<std::string, Tensor>> tensors; // in file order (sorted by data offset)
+  NamedTensors tensors;                                // in file order (sorted by data offset)
   std::map<std::string, std::string> metadata;         // "__metadata__" (empty if absent)
   std::string source;                                  // the file name used in error messages
 
@@ -61,8 +63,6 @@ struct SafetensorsFile {
   // Like find(), but a missing tensor throws std::invalid_argument "<source>: no tensor named ...".
   const Tensor& at(const std::string& name) const;
 };
-
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // The complete file bytes. Throws std::invalid_argument for an undefined tensor, a dtype the
 // format cannot hold, a duplicate name, the reserved name "__metadata__", or names/metadata that

@@ -1,14 +1,18 @@
-// parallel.hpp - when an elementwise loop is worth the OpenMP threads.
+// parallel.hpp - the one rule for when a loop is worth the OpenMP threads. (Gemms have their own,
+// in gemm_threads.cpp: there the work is m n k multiply-adds, not elements.)
 #pragma once
 #include <cstdint>
 
 namespace headgrad::kernels {
 
-// Elementwise loops split over threads from this many elements on (1 MiB of floats). Waking a
-// sleeping OpenMP thread (OMP_WAIT_POLICY=PASSIVE) costs tens of microseconds, a pass over
-// 2^18 floats about as much: smaller tensors (the default model's 1024 x 64 activations) stay on
-// one thread, the large bench config's 2048 x 1024 FFN activations and 128 x 128 x 128 scores
-// split.
-inline constexpr std::int64_t kParallelElements = std::int64_t{1} << 18;
+// A loop is split over the threads once its work reaches kParallelWork simple operations (2^18,
+// 1 MiB of floats added once). Waking a sleeping OpenMP thread (OMP_WAIT_POLICY=PASSIVE) costs
+// tens of microseconds, a pass of 2^18 adds about as much: the default model's 1024 x 64
+// activations stay on one thread, the large bench config's 2048 x 1024 FFN activations split.
+inline constexpr std::int64_t kParallelWork = std::int64_t{1} << 18;
+
+// `elements` items costing about `cost` simple operations each: 1 for an add or a copy, 4 for a
+// layer-norm or Adam element, 8 for a softmax element (its exp).
+inline bool worth_threads(std::int64_t elements, std::int64_t cost = 1) { return elements * cost >= kParallelWork; }
 
 } // namespace headgrad::kernels

@@ -10,7 +10,7 @@
 
 namespace headgrad::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using headgrad::NamedTensors; // framework/tensor.hpp
 
 class Module {
 public:

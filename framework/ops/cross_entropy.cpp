@@ -1,9 +1,10 @@
 // cross_entropy.cpp - fused log-softmax + NLL with a mask; mean over counted positions only.
-#include <cmath>
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/cross_entropy_rows.hpp"
 #include "framework/ops/nn_ops.hpp"
+#include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 
@@ -30,7 +31,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& 
   if (mask.defined() && !(mask.shape() == lead))
     throw std::invalid_argument(fmt::format("cross_entropy: mask {} must have shape {} for logits {}", mask.shape(),
                                             lead, logits.shape()));
-  ForwardTimer timer("cross_entropy");
+  OpTimer timer("cross_entropy");
   Tensor xc = logits.contiguous();
   const std::int64_t rows = lead.numel();
   const auto t = targets.to_int_vector();
@@ -47,42 +48,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& 
   Tensor out = new_tensor({}, logits.dtype());
   Tensor probs = new_tensor({rows, V}, logits.dtype()); // softmax, saved for the backward
   dispatch_float(logits.dtype(), "cross_entropy", [&]<typename T>() {
-    const T* x = xc.data<T>();
-    T* p = probs.data<T>();
-    double total = 0; // a double accumulator: thousands of positions are summed
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x + r * V;
-      T* pr = p + r * V;
-      T mx = xr[0];
-      for (std::int64_t j = 1; j < V; ++j) mx = std::max(mx, xr[j]);
-      T s = 0;
-      for (std::int64_t j = 0; j < V; ++j) s += (pr[j] = std::exp(xr[j] - mx));
-      const T inv = T(1) / s;
-      for (std::int64_t j = 0; j < V; ++j) pr[j] *= inv;
-      if (m[static_cast<std::size_t>(r)])
-        total += static_cast<double>(mx + std::log(s) - xr[t[static_cast<std::size_t>(r)]]);
-    }
+    const double total = kernels::cross_entropy_forward<T>(probs.data<T>(), xc.data<T>(), t.data(), m.data(), rows, V);
     out.data<T>()[0] = count ? static_cast<T>(total / static_cast<double>(count)) : T(0);
   });
-  // forward:  L = (1/N) sum_{r counted} (logsumexp(x_r) - x_r[t_r]),   N = number counted
-  // local:    dL/dx_r[j] = (softmax(x_r)_j - [j == t_r]) / N  for counted r, 0 otherwise
-  // VJP:      dx_r[j] += dL * (p_r[j] - [j == t_r]) / N
-  // shapes:   logits, dlogits: (..., V) as (rows, V); targets, mask: (...); L, dL: ()
-  return record(out, "cross_entropy", {xc}, [probs, t = std::move(t), m = std::move(m), rows, V, count](
-                                                    Node& n, const Tensor& gy) {
-    if (count == 0) return;
-    Tensor gx = n.grad(0);
-    dispatch_float(gx.dtype(), "cross_entropy", [&]<typename T>() {
-      const T scale = gy.data<T>()[0] / static_cast<T>(count);
-      const T* p = probs.data<T>();
-      T* d = gx.data<T>();
-      for (std::int64_t r = 0; r < rows; ++r) {
-        if (!m[static_cast<std::size_t>(r)]) continue;
-        for (std::int64_t j = 0; j < V; ++j) d[r * V + j] += scale * p[r * V + j];
-        d[r * V + t[static_cast<std::size_t>(r)]] -= scale;
-      }
-    });
-  });
+  // forward: L = (1/N) sum_{r counted} (logsumexp(x_r) - x_r[t_r]),   N = number counted
+  // local:   dL/dx_r[j] = (softmax(x_r)_j - [j == t_r]) / N  for counted r, 0 otherwise
+  // VJP:     dx_r[j] += dL (p_r[j] - [j == t_r]) / N
+  // shapes:  logits, dlogits: (..., V) as (rows, V); targets, mask: (...); L, dL: ()
+  return record(out, "cross_entropy", {xc},
+                [probs, t = std::move(t), m = std::move(m), rows, V, count](Node& n, const Tensor& dL) {
+                  if (count == 0) return;
+                  const GradBuffer dx = n.grad_buffer(0);
+                  dispatch_float(dL.dtype(), "cross_entropy", [&]<typename T>() {
+                    const T scale = dL.data<T>()[0] / static_cast<T>(count);
+                    kernels::cross_entropy_backward<T>(dx.data<T>(), dx.first_write, probs.data<T>(), t.data(),
+                                                       m.data(), rows, V, scale);
+                  });
+                });
 }
 
 } // namespace headgrad::ops

@@ -4,6 +4,7 @@
 #include "framework/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 #include "framework/random.hpp"
 
 namespace headgrad::ops {
@@ -13,30 +14,13 @@ Tensor dropout_with_mask(const Tensor& x, const Tensor& mask, double p) {
     throw std::invalid_argument(fmt::format("dropout: mask {} {} does not match input {} {}", mask.shape(),
                                             dtype_name(mask.dtype()), x.shape(), dtype_name(x.dtype())));
   if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument(fmt::format("dropout: p = {} is outside [0, 1)", p));
-  ForwardTimer timer("dropout");
-  Tensor xc = x.contiguous(), mc = mask.contiguous();
-  Tensor out = new_tensor(x.shape(), x.dtype());
-  const double scale = 1.0 / (1.0 - p);
-  dispatch_float(x.dtype(), "dropout", [&]<typename T>() {
-    const T* px = xc.data<T>();
-    const T* m = mc.data<T>();
-    T* y = out.data<T>();
-    const T s = static_cast<T>(scale);
-    for (std::int64_t i = 0, n = out.numel(); i < n; ++i) y[i] = px[i] * m[i] * s;
-  });
-  // forward:  y = x * m / (1 - p)          local: dy/dx = m / (1 - p)
-  // VJP:      dx += dy * m / (1 - p)        shapes: x, m, y, dy, dx all the same
-  Tensor saved_mask = mc.detach();
-  return record(out, "dropout", {xc}, [saved_mask, scale](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    dispatch_float(gx.dtype(), "dropout", [&]<typename T>() {
-      const T* m = saved_mask.data<T>();
-      const T* g = gy.data<T>();
-      T* d = gx.data<T>();
-      const T s = static_cast<T>(scale);
-      for (std::int64_t i = 0, n = gx.numel(); i < n; ++i) d[i] += g[i] * m[i] * s;
-    });
-  });
+  OpTimer timer("dropout");
+  // keep_scaled = m / (1 - p): 0 where dropped, 1 / (1 - p) where kept
+  const Tensor keep_scaled = mask.detach() * (1.0 / (1.0 - p));
+  Tensor out = x.detach() * keep_scaled;
+  // forward: y = x * m / (1 - p)          local: dy/dx = m / (1 - p)
+  // VJP:     dx += dy * m / (1 - p)        shapes: x, m, y, dy, dx all the same
+  return record(out, "dropout", {x}, [keep_scaled](Node& n, const Tensor& dy) { n.add_to_grad(0, dy * keep_scaled); });
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/scatter.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {
@@ -29,7 +31,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   if (index.dim() != 1)
     throw std::invalid_argument(fmt::format("index_select: index must be 1-D, got shape {}", index.shape()));
   axis = wrap_axis(axis, x.dim(), "index_select");
-  ForwardTimer timer("index_select");
+  OpTimer timer("index_select");
   Tensor xc = x.contiguous(), ic = index.contiguous();
   const std::int64_t len = x.shape()[axis], count = index.shape()[0];
   const std::int64_t* idx = ic.data<std::int64_t>();
@@ -51,19 +53,13 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   // local:    dy[o,k,i]/dx[o,j,i] = [index[k] == j]
   // VJP:      dx[o, index[k], i] += dy[o, k, i]   (scatter-add: a repeated index sums)
   // shapes:   x (outer, len, inner), index (count), y/dy (outer, count, inner)
-  return record(out, "index_select", {xc, ic}, [outer, inner, len, count](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    if (!gx.defined()) return;
-    const std::int64_t* id = n.input(1).data<std::int64_t>();
-    dispatch_float(gx.dtype(), "index_select", [&]<typename T>() {
-      T* d = gx.data<T>();
-      const T* g = gy.data<T>();
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t k = 0; k < count; ++k) {
-          T* dr = d + (o * len + id[k]) * inner;
-          const T* gr = g + (o * count + k) * inner;
-          for (std::int64_t i = 0; i < inner; ++i) dr[i] += gr[i];
-        }
+  return record(out, "index_select", {xc, ic}, [outer, inner, len, count](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    if (!dx) return;
+    const Tensor index = n.input(1);
+    dispatch_float(dy.dtype(), "index_select", [&]<typename T>() {
+      kernels::index_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), outer, len, count,
+                            inner);
     });
   });
 }
@@ -77,7 +73,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
     if (i != axis && index.shape()[i] != x.shape()[i])
       throw std::invalid_argument(fmt::format("gather: index shape {} and x shape {} differ off axis {}", index.shape(),
                                               x.shape(), axis));
-  ForwardTimer timer("gather");
+  OpTimer timer("gather");
   Tensor xc = x.contiguous(), ic = index.contiguous();
   const std::int64_t len = x.shape()[axis], count = index.shape()[axis];
   std::int64_t outer = 1, inner = 1;
@@ -99,19 +95,13 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   // forward:  y[o, k, i] = x[o, index[o, k, i], i]
   // VJP:      dx[o, index[o, k, i], i] += dy[o, k, i]
   // shapes:   x (outer, len, inner), index/y/dy (outer, count, inner)
-  return record(out, "gather", {xc, ic}, [outer, inner, len, count](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    if (!gx.defined()) return;
-    const std::int64_t* id = n.input(1).data<std::int64_t>();
-    dispatch_float(gx.dtype(), "gather", [&]<typename T>() {
-      T* d = gx.data<T>();
-      const T* g = gy.data<T>();
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t k = 0; k < count; ++k)
-          for (std::int64_t i = 0; i < inner; ++i) {
-            const std::int64_t at = (o * count + k) * inner + i;
-            d[(o * len + id[at]) * inner + i] += g[at];
-          }
+  return record(out, "gather", {xc, ic}, [outer, inner, len, count](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    if (!dx) return;
+    const Tensor index = n.input(1);
+    dispatch_float(dy.dtype(), "gather", [&]<typename T>() {
+      kernels::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), outer, len, count,
+                             inner);
     });
   });
 }

@@ -1,13 +1,14 @@
 // masked_softmax.cpp - d2l's masked_softmax (valid_lens), the causal form and a boolean key mask.
 // All three reduce the mask to "which keys does row r keep" and call the one fused kernel pair in
-// kernels/softmax.hpp; the backward is the plain softmax VJP, since masked entries have y = 0.
+// kernels/row_softmax.hpp; the backward is the plain softmax VJP, since masked entries have y = 0.
 #include <fmt/format.h>
 #include <vector>
 
 #include "framework/autograd.hpp"
-#include "framework/kernels/softmax.hpp"
+#include "framework/kernels/row_softmax.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 // Runs the kernel with per-row lengths and/or a per-element keep mask and records the backward.
 Tensor softmax_rows(const Tensor& x, const std::vector<std::int64_t>* lens, const std::vector<std::uint8_t>* keep,
                     const char* name) {
-  ForwardTimer timer(name);
+  OpTimer timer(name);
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
   const std::int64_t cols = x.shape().back();
@@ -24,16 +25,15 @@ Tensor softmax_rows(const Tensor& x, const std::vector<std::int64_t>* lens, cons
     kernels::softmax_forward<T>(out.data<T>(), xc.data<T>(), lens ? lens->data() : nullptr,
                                 keep ? keep->data() : nullptr, rows, cols);
   });
-  Tensor y = out.detach();
-  // forward:  y_i = exp(x_i) / sum_{j kept} exp(x_j) for kept i, y_i = 0 for masked i
-  // VJP:      dx_k += y_k (dy_k - sum_i dy_i y_i): masked k have y_k = 0, so dx_k = 0, and an
-  //           all-masked row has y = 0 and gets no gradient at all (no NaN, no uniform row).
-  // shapes:   x, y, dy, dx: (B, Tq, Tk) as (rows = B*Tq, cols = Tk)
-  return record(out, name, {x}, [y, rows, cols, name](Node& n, const Tensor& gy) {
-    bool assign = false;
-    Tensor gx = n.grad_for_write(0, assign);
-    dispatch_float(gx.dtype(), name, [&]<typename T>() {
-      kernels::softmax_backward<T>(gx.data<T>(), gy.data<T>(), y.data<T>(), rows, cols, assign);
+  // forward: y_i = exp(x_i) / sum_{j kept} exp(x_j) for kept i, y_i = 0 for masked i
+  // VJP:     dx_k += y_k (dy_k - sum_i dy_i y_i): masked k have y_k = 0, so dx_k = 0, and an
+  //          all-masked row has y = 0 and gets no gradient at all (no NaN, no uniform row).
+  // shapes:  x, y, dy, dx: (B, Tq, Tk) as (rows = B*Tq, cols = Tk)
+  const Tensor y = out.detach();
+  return record(out, name, {x}, [y, rows, cols, name](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), name, [&]<typename T>() {
+      kernels::softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
     });
   });
 }

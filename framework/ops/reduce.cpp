@@ -1,11 +1,13 @@
-// reduce.cpp - sum_to (the one summing kernel), sum and mean over axes, max over an axis.
+// reduce.cpp - sum_to (the one summing op), sum and mean over axes, max over an axis.
 #include <fmt/format.h>
-#include <limits>
+#include <memory>
 
 #include "framework/autograd.hpp"
-#include "framework/kernels/strided.hpp"
-#include "framework/ops/broadcast.hpp"
+#include "framework/broadcast.hpp"
+#include "framework/kernels/accumulate.hpp"
+#include "framework/kernels/scatter.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 
@@ -13,40 +15,17 @@ Tensor sum_to(const Tensor& x, const Dims& shape) {
   if (!(broadcast_shapes(shape, x.shape(), "sum_to") == x.shape()))
     throw std::invalid_argument(fmt::format("sum_to: shape {} does not broadcast to {}", shape, x.shape()));
   if (shape == x.shape()) return x;
-  ForwardTimer timer("sum_to");
-  Tensor out = Tensor::zeros(shape, x.dtype());
-  const Dims ostr = broadcast_strides(shape, out.strides(), x.shape());
+  OpTimer timer("sum_to");
+  Tensor out = new_tensor(shape, x.dtype());
   dispatch_float(x.dtype(), "sum_to", [&]<typename T>() {
-    T* y = out.data<T>();
-    const T* px = x.data<T>();
-    kernels::for_each_row<2>(x.shape(), std::array<Dims, 2>{ostr, x.strides()},
-                             [&](const auto& o, std::int64_t m, const auto& in) {
-                               T* yr = y + o[0];
-                               const T* xr = px + o[1];
-                               if (in[0] == 0) {
-                                 T acc = 0;
-                                 for (std::int64_t i = 0; i < m; ++i) acc += xr[i * in[1]];
-                                 yr[0] += acc;
-                               } else {
-                                 for (std::int64_t i = 0; i < m; ++i) yr[i * in[0]] += xr[i * in[1]];
-                               }
-                             });
+    kernels::sum_into<T>(out.data<T>(), /*first_write=*/true, shape, x.data<T>(), x.shape(), x.strides(), T(1));
   });
-  // forward:  y[j] = sum of x[i] over the positions i that broadcast onto j
-  // local:    dy_j/dx_i = 1 for those i
-  // VJP:      dx_i += dy_j   (dy broadcast back to x's shape)
-  // shapes:   x, dx: x's shape; y, dy: `shape` (x's rank or fewer leading dims)
-  return record(out, "sum_to", {x}, [](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    const Dims gstr = broadcast_strides(gy.shape(), gy.strides(), gx.shape());
-    dispatch_float(gx.dtype(), "sum_to", [&]<typename T>() {
-      T* d = gx.data<T>();
-      const T* g = gy.data<T>();
-      kernels::for_each_row2(gx.shape(), gx.strides(), gstr,
-                             [&](std::int64_t od, std::int64_t og, std::int64_t m, std::int64_t, std::int64_t sg) {
-                               for (std::int64_t i = 0; i < m; ++i) d[od + i] += g[og + i * sg];
-                             });
-    });
+  // forward: y[j] = sum of x[i] over the positions i that broadcast onto j
+  // local:   dy_j/dx_i = 1 for those i
+  // VJP:     dx += dy broadcast back to x's shape
+  return record(out, "sum_to", {x}, [](Node& n, const Tensor& dy) {
+    const Dims& xs = n.inputs[0]->shape;
+    n.add_to_grad(0, make_view(dy, xs, broadcast_strides(dy.shape(), dy.strides(), xs), dy.impl()->offset));
   });
 }
 
@@ -87,7 +66,7 @@ Tensor max(const Tensor& x, int axis, bool keepdim) {
   axis = wrap_axis(axis, x.dim(), "max");
   const std::int64_t len = x.shape()[axis];
   if (len == 0) throw std::invalid_argument(fmt::format("max: axis {} of shape {} is empty", axis, x.shape()));
-  ForwardTimer timer("max");
+  OpTimer timer("max");
   Tensor xc = x.contiguous();
   Dims kept = x.shape();
   kept[axis] = 1;
@@ -110,16 +89,12 @@ Tensor max(const Tensor& x, int axis, bool keepdim) {
         (*arg)[static_cast<std::size_t>(o * inner + i)] = best;
       }
   });
-  // forward:  y = max_k x[.., k, ..]     local: 1 at the first argmax, 0 elsewhere
-  // VJP:      dx[.., argmax, ..] += dy   shapes: x (.., len, ..), y/dy (.., 1, ..)
-  Tensor r = record(out, "max", {xc}, [arg, len, inner, outer](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    dispatch_float(gx.dtype(), "max", [&]<typename T>() {
-      T* d = gx.data<T>();
-      const T* g = gy.data<T>();
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t i = 0; i < inner; ++i)
-          d[o * len * inner + (*arg)[static_cast<std::size_t>(o * inner + i)] * inner + i] += g[o * inner + i];
+  // forward: y = max_k x[.., k, ..]       local: 1 at the first argmax, 0 elsewhere
+  // VJP:     dx[.., argmax, ..] += dy      shapes: x (outer, len, inner), y/dy (outer, 1, inner)
+  Tensor r = record(out, "max", {xc}, [arg, len, inner, outer](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), "max", [&]<typename T>() {
+      kernels::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), arg->data(), outer, len, 1, inner);
     });
   });
   if (keepdim) return r;

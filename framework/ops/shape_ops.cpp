@@ -5,62 +5,52 @@
 #include "framework/autograd.hpp"
 #include "framework/kernels/strided.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 
-template <typename Fn> static void dispatch_all(DType d, Fn&& fn) {
-  switch (d) {
-  case DType::f32: fn.template operator()<float>(); break;
-  case DType::f64: fn.template operator()<double>(); break;
-  case DType::i64: fn.template operator()<std::int64_t>(); break;
-  case DType::bool8: fn.template operator()<bool>(); break;
-  }
-}
-
-// Copies x (any layout) into a fresh contiguous tensor of dtype `d`. No autograd.
-static Tensor copy_as(const Tensor& x, DType d) {
-  Tensor out = new_tensor(x.shape(), d);
-  dispatch_all(d, [&]<typename D>() {
-    dispatch_all(x.dtype(), [&]<typename S>() {
-      kernels::copy_strided(out.data<D>(), x.data<S>(), x.shape(), x.strides());
+// dst = src, converting the dtype; any layouts, same shape. No autograd.
+static void copy_into(const Tensor& dst, const Tensor& src) {
+  dispatch_any(dst.dtype(), [&]<typename D>() {
+    dispatch_any(src.dtype(), [&]<typename S>() {
+      kernels::copy_strided(dst.data<D>(), dst.strides(), src.data<S>(), src.strides(), src.shape());
     });
   });
+}
+
+// x (any layout) copied into a fresh contiguous tensor of dtype `d`. No autograd.
+static Tensor copy_as(const Tensor& x, DType d) {
+  Tensor out = new_tensor(x.shape(), d);
+  copy_into(out, x);
   return out;
 }
 
-// Passes the contiguous gradient g (same element count as input 0) to input 0, converting dtype:
-// into a fresh buffer with `=`, or accumulated into an existing one with `+=`.
-static void pass_gradient(Node& n, const Tensor& g) {
-  bool assign = false;
-  Tensor gx = n.grad_for_write(0, assign);
-  dispatch_float(gx.dtype(), "backward", [&]<typename D>() {
-    dispatch_float(g.dtype(), "backward", [&]<typename S>() {
-      D* d = gx.data<D>();
-      const S* s = g.data<S>();
-      const std::int64_t m = gx.numel();
-      if (assign)
-        for (std::int64_t i = 0; i < m; ++i) d[i] = static_cast<D>(s[i]);
-      else
-        for (std::int64_t i = 0; i < m; ++i) d[i] += static_cast<D>(s[i]);
-    });
-  });
+// g with `before` zeros prepended and `after` zeros appended along axis (slice's gradient).
+static Tensor zero_pad(const Tensor& g, int axis, std::int64_t before, std::int64_t after) {
+  Dims shape = g.shape();
+  shape[axis] += before + after;
+  Tensor out = Tensor::zeros(shape, g.dtype());
+  copy_into(make_view(out, g.shape(), out.strides(), before * out.strides()[axis]), g);
+  return out;
 }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  ForwardTimer timer("to_dtype");
+  OpTimer timer("to_dtype");
   Tensor out = copy_as(x, dtype);
   if (!is_float(dtype) || !is_float(x.dtype())) return out; // integer results carry no gradient
-  // forward:  y = cast(x)
-  // VJP:      dx += cast_back(dy)          shapes: x, y, dy: same
-  return record(out, "to_dtype", {x}, [](Node& n, const Tensor& gy) { pass_gradient(n, gy); });
+  // forward: y = cast(x)
+  // VJP:     dx += cast_back(dy)          shapes: x, y, dy: same
+  return record(out, "to_dtype", {x}, [](Node& n, const Tensor& dy) {
+    n.add_to_grad(0, copy_as(dy, n.inputs[0]->dtype));
+  });
 }
 
 Tensor clone(const Tensor& x) {
-  ForwardTimer timer("clone");
+  OpTimer timer("clone");
   Tensor out = copy_as(x, x.dtype());
-  // forward:  y = x (a contiguous copy)      VJP: dx += dy
-  return record(out, "clone", {x}, [](Node& n, const Tensor& gy) { pass_gradient(n, gy); });
+  // forward: y = x (a contiguous copy)      VJP: dx += dy
+  return record(out, "clone", {x}, [](Node& n, const Tensor& dy) { n.add_to_grad(0, dy); });
 }
 
 // Resolves one -1 and checks the element count.
@@ -94,13 +84,11 @@ Tensor reshape(const Tensor& x, const Dims& shape) {
   // A contiguous input becomes a view; otherwise reshape copies first (like torch.reshape).
   Tensor base = x.is_contiguous() ? x.detach() : copy_as(x, x.dtype());
   Tensor out = make_view(base, s, contiguous_strides(s), base.impl()->offset);
-  // forward:  y = x viewed as `s` (same elements, same order)
-  // VJP:      dx += dy viewed as x's shape      shapes: x (in), y/dy (s)
-  //           The first gradient x receives is dy's own buffer, viewed in x's shape: no copy.
-  return record(out, "reshape", {x}, [](Node& n, const Tensor& gy) {
-    if (n.adopt_grad(0, make_view(gy, n.inputs[0]->shape, contiguous_strides(n.inputs[0]->shape), gy.impl()->offset)))
-      return;
-    pass_gradient(n, gy);
+  // forward: y = x viewed as `s` (same elements, same order)
+  // VJP:     dx += dy viewed as x's shape      shapes: x (in), y/dy (s)
+  return record(out, "reshape", {x}, [](Node& n, const Tensor& dy) {
+    const Dims& xs = n.inputs[0]->shape;
+    n.add_to_grad(0, make_view(dy, xs, contiguous_strides(xs), dy.impl()->offset)); // first time: dy itself
   });
 }
 
@@ -120,24 +108,12 @@ Tensor permute(const Tensor& x, const Dims& order) {
     strides.push_back(x.strides()[a]);
   }
   Tensor out = make_view(x, shape, strides, x.impl()->offset);
-  // forward:  y[i_order[0], ..] = x[i_0, ..]  (a strided view, no copy)
-  // VJP:      dx = dy permuted back: dy is contiguous in y's order, so scatter it through the
-  //           strides that y's axes have in a contiguous buffer of x's shape.
-  // shapes:   dy: y's shape; dx: x's shape (contiguous)
-  Dims ord = order;
-  for (auto& o : ord) o = wrap_axis(static_cast<int>(o), r, "permute");
-  return record(out, "permute", {x}, [ord](Node& n, const Tensor& gy) {
-    bool assign = false;
-    Tensor gx = n.grad_for_write(0, assign);
-    // scatter: walk dy contiguously, writing through the stride each of y's axes has in dx
-    // (measured faster than gathering into dx for attention's head permutes and K^T)
-    const Dims xs = contiguous_strides(gx.shape());
-    Dims through;
-    for (int i = 0; i < ord.size(); ++i) through.push_back(xs[static_cast<int>(ord[i])]);
-    dispatch_float(gx.dtype(), "permute", [&]<typename T>() {
-      kernels::add_into_strided(gx.data<T>(), through, gy.data<T>(), gy.shape(), assign);
-    });
-  });
+  // forward: y = x with its axes reordered: y's axis i is x's axis order[i] (a view, no copy)
+  // VJP:     dx += dy with the axes put back (the inverse permutation, again a view of dy)
+  // shapes:  x, dx: x's shape; y, dy: y's shape
+  Dims inverse = order;
+  for (int i = 0; i < r; ++i) inverse[wrap_axis(static_cast<int>(order[i]), r, "permute")] = i;
+  return record(out, "permute", {x}, [inverse](Node& n, const Tensor& dy) { n.add_to_grad(0, dy.permute(inverse)); });
 }
 
 Tensor transpose(const Tensor& x, int a, int b) {
@@ -159,14 +135,10 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop) {
   Dims shape = x.shape();
   shape[axis] = stop - start;
   Tensor out = make_view(x, shape, x.strides(), x.impl()->offset + start * x.strides()[axis]);
-  // forward:  y = x[..., start:stop, ...] along axis (a view)
-  // VJP:      dx[..., start:stop, ...] += dy; zero elsewhere
-  return record(out, "slice", {x}, [axis, start](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    Tensor window = make_view(gx, gy.shape(), gx.strides(), start * gx.strides()[axis]);
-    dispatch_float(gx.dtype(), "slice", [&]<typename T>() {
-      kernels::add_into_strided(window.data<T>(), window.strides(), gy.data<T>(), gy.shape());
-    });
+  // forward: y = x[..., start:stop, ...] along axis (a view)
+  // VJP:     dx[..., start:stop, ...] += dy; nothing elsewhere
+  return record(out, "slice", {x}, [axis, start, stop](Node& n, const Tensor& dy) {
+    n.add_to_grad(0, zero_pad(dy, axis, start, n.inputs[0]->shape[axis] - stop));
   });
 }
 
@@ -185,33 +157,20 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
                                               dtype_name(t.dtype()), axis));
     shape[axis] += t.shape()[axis];
   }
+  OpTimer timer("concat");
   Tensor out = new_tensor(shape, first.dtype());
   std::int64_t at = 0;
   for (const auto& t : xs) {
-    Tensor window = make_view(out, t.shape(), out.strides(), at * out.strides()[axis]);
-    dispatch_all(first.dtype(), [&]<typename T>() {
-      kernels::for_each_row2(t.shape(), window.strides(), t.strides(),
-                             [&](std::int64_t od, std::int64_t os, std::int64_t m, std::int64_t sd, std::int64_t ss) {
-                               T* d = window.data<T>() + od;
-                               const T* s = t.data<T>() + os;
-                               for (std::int64_t i = 0; i < m; ++i) d[i * sd] = s[i * ss];
-                             });
-    });
+    copy_into(out.slice(axis, at, at + t.shape()[axis]), t);
     at += t.shape()[axis];
   }
-  // forward:  y = [x_0 | x_1 | ...] along axis
-  // VJP:      dx_k += dy[..., offset_k : offset_k + n_k, ...]
-  return record(out, "concat", xs, [axis](Node& n, const Tensor& gy) {
+  // forward: y = [x_0 | x_1 | ...] along axis
+  // VJP:     dx_k += dy[..., offset_k : offset_k + n_k, ...]
+  return record(out, "concat", xs, [axis](Node& n, const Tensor& dy) {
     std::int64_t at = 0;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) {
       const std::int64_t len = n.inputs[k]->shape[axis];
-      if (n.needs_grad(k)) {
-        Tensor gx = n.grad(k);
-        Tensor part = make_view(gy, gx.shape(), gy.strides(), at * gy.strides()[axis]);
-        dispatch_float(gx.dtype(), "concat", [&]<typename T>() {
-          kernels::add_from_strided(gx.data<T>(), part.data<T>(), gx.shape(), part.strides());
-        });
-      }
+      n.add_to_grad(k, dy.slice(axis, at, at + len));
       at += len;
     }
   });

@@ -3,14 +3,15 @@
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
-#include "framework/kernels/softmax.hpp"
+#include "framework/kernels/row_softmax.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 
 Tensor softmax(const Tensor& x) {
   if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
-  ForwardTimer timer("softmax");
+  OpTimer timer("softmax");
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
   const std::int64_t cols = x.shape().back();
@@ -18,18 +19,22 @@ Tensor softmax(const Tensor& x) {
   dispatch_float(x.dtype(), "softmax", [&]<typename T>() {
     kernels::softmax_forward<T>(out.data<T>(), xc.data<T>(), nullptr, nullptr, rows, cols);
   });
-  Tensor y = out.detach(); // softmax keeps its output, not its input
-  return record(out, "softmax", {x}, [y, rows, cols](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    dispatch_float(gx.dtype(), "softmax", [&]<typename T>() {
-      kernels::softmax_backward<T>(gx.data<T>(), gy.data<T>(), y.data<T>(), rows, cols);
+  // forward: y_i = exp(x_i) / sum_j exp(x_j)       (per row of the last axis)
+  // local:   dy_i/dx_k = y_i (delta_ik - y_k)
+  // VJP:     dx_k += y_k (dy_k - sum_i dy_i y_i)
+  // shapes:  x, y, dy, dx: (rows, cols); softmax keeps its output, not its input
+  const Tensor y = out.detach();
+  return record(out, "softmax", {x}, [y, rows, cols](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), "softmax", [&]<typename T>() {
+      kernels::softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
     });
   });
 }
 
 Tensor log_softmax(const Tensor& x) {
   if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
-  ForwardTimer timer("log_softmax");
+  OpTimer timer("log_softmax");
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
   const std::int64_t cols = x.shape().back();
@@ -37,11 +42,15 @@ Tensor log_softmax(const Tensor& x) {
   dispatch_float(x.dtype(), "log_softmax", [&]<typename T>() {
     kernels::log_softmax_forward<T>(out.data<T>(), xc.data<T>(), rows, cols);
   });
-  Tensor y = out.detach();
-  return record(out, "log_softmax", {x}, [y, rows, cols](Node& n, const Tensor& gy) {
-    Tensor gx = n.grad(0);
-    dispatch_float(gx.dtype(), "log_softmax", [&]<typename T>() {
-      kernels::log_softmax_backward<T>(gx.data<T>(), gy.data<T>(), y.data<T>(), rows, cols);
+  // forward: y_i = x_i - log sum_j exp(x_j)
+  // local:   dy_i/dx_k = delta_ik - softmax_k
+  // VJP:     dx_k += dy_k - exp(y_k) sum_i dy_i
+  // shapes:  x, y, dy, dx: (rows, cols)
+  const Tensor y = out.detach();
+  return record(out, "log_softmax", {x}, [y, rows, cols](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), "log_softmax", [&]<typename T>() {
+      kernels::log_softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
     });
   });
 }

@@ -6,45 +6,29 @@
 #include <numbers>
 
 #include "framework/autograd.hpp"
-#include "framework/kernels/parallel.hpp"
+#include "framework/kernels/elementwise.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {
 
 // Op::f(x) -> y and Op::df(x, y) -> dy/dx. The backward keeps x (the input) and y (the output).
 template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* name) {
-  ForwardTimer timer(name);
+  OpTimer timer(name);
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
   dispatch_float(x.dtype(), name, [&]<typename T>() {
-    const T* __restrict px = xc.data<T>();
-    T* __restrict y = out.data<T>();
-    const std::int64_t n = out.numel();
-#pragma omp parallel for schedule(static) if (n >= kernels::kParallelElements)
-    for (std::int64_t i = 0; i < n; ++i) y[i] = op.template f<T>(px[i]);
+    kernels::map<T>(out.data<T>(), xc.data<T>(), out.numel(), [&op](T v) { return op.template f<T>(v); });
   });
-  Tensor saved_y = out.detach();
-  // VJP:    dx_i += dy_i * f'(x_i)       shapes: x, y, dy, dx all the same (contiguous)
-  return record(out, name, {xc}, [op, saved_y, name](Node& n, const Tensor& gy) {
-    bool assign = false;
-    Tensor gx = n.grad_for_write(0, assign);
-    Tensor xv = n.input(0);
-    dispatch_float(gx.dtype(), name, [&]<typename T>() {
-      // __restrict: the gradient buffer never aliases x, y or dy, and saying so lets the compiler
-      // vectorise the loop (measured 20x faster for relu at 131k elements).
-      const T* __restrict px = xv.data<T>();
-      const T* __restrict y = saved_y.data<T>();
-      const T* __restrict g = gy.data<T>();
-      T* __restrict d = gx.data<T>();
-      const std::int64_t m = gx.numel();
-      if (assign) {
-#pragma omp parallel for schedule(static) if (m >= kernels::kParallelElements)
-        for (std::int64_t i = 0; i < m; ++i) d[i] = g[i] * op.template df<T>(px[i], y[i]);
-      } else {
-#pragma omp parallel for schedule(static) if (m >= kernels::kParallelElements)
-        for (std::int64_t i = 0; i < m; ++i) d[i] += g[i] * op.template df<T>(px[i], y[i]);
-      }
+  // VJP:     dx += dy * f'(x, y)      shapes: x, y, dy, dx all the same (contiguous)
+  const Tensor y = out.detach();
+  return record(out, name, {xc}, [op, y, name](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    const Tensor x = n.input(0);
+    dispatch_float(dy.dtype(), name, [&]<typename T>() {
+      kernels::map_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), x.data<T>(), y.data<T>(), dy.numel(),
+                               [&op](T xv, T yv) { return op.template df<T>(xv, yv); });
     });
   });
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <numbers>
 
+#include "framework/kernels/parallel.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::optim {
@@ -120,8 +121,8 @@ void Adam::step() {
       const T decay = static_cast<T>(1.0 - lr_ * opt_.weight_decay);
       const bool decoupled = opt_.decoupled;
       const std::int64_t n = p.numel();
-      // ~10 flops and a sqrt per element: worth the threads from 64k elements on
-#pragma omp parallel for schedule(static) if (n >= 65536)
+      // ~10 flops and a sqrt per element
+#pragma omp parallel for schedule(static) if (kernels::worth_threads(n, 4))
       for (std::int64_t k = 0; k < n; ++k) {
         T d = gr[k];
         if (decoupled) w[k] *= decay;   // AdamW: decay the weight itself

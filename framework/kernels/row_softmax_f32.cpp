@@ -1,5 +1,6 @@
-// softmax_row.cpp - the float softmax row kernel, cloned per instruction set (see softmax.hpp).
-#include "framework/kernels/softmax.hpp"
+// row_softmax_f32.cpp - the float softmax row kernel, cloned per instruction set (see
+// row_softmax.hpp).
+#include "framework/kernels/row_softmax.hpp"
 
 namespace headgrad::kernels {
 

@@ -1,11 +1,13 @@
-// softmax.hpp - fused row-softmax kernels (plain, length-masked, boolean-masked) and log-softmax.
-// Outputs first, then inputs, then sizes (llm.c order). Backward kernels accumulate (+=).
+// row_softmax.hpp - softmax over the rows of a (rows, cols) buffer: plain, length-masked and
+// boolean-masked in one kernel pair, and log-softmax. Outputs first (with a backward's
+// first_write flag), then inputs, then sizes (llm.c's order).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
+#include "framework/kernels/parallel.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
@@ -40,7 +42,7 @@ inline void softmax_row(T* yr, const T* xr, std::int64_t len, const std::uint8_t
   std::fill(yr + len, yr + cols, T(0));
 }
 
-// softmax_row<float>, compiled twice on x86-64 (softmax_row.cpp): for AVX2 and for the baseline,
+// softmax_row<float>, compiled twice on x86-64 (row_softmax_f32.cpp): for AVX2 and for the baseline,
 // the CPU picking at load time. The exp and the reductions then run 8 floats wide where AVX2
 // exists: masked_softmax forward of the large bench config went from 9.8 to 4.8 ms per step.
 void softmax_row_f32(float* yr, const float* xr, std::int64_t len, const std::uint8_t* kr, std::int64_t cols);
@@ -50,7 +52,7 @@ void softmax_row_f32(float* yr, const float* xr, std::int64_t len, const std::ui
 template <typename T>
 void softmax_forward(T* y, const T* x, const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows,
                      std::int64_t cols) {
-#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t len = lens ? std::min<std::int64_t>(lens[r], cols) : cols;
     const std::uint8_t* kr = keep ? keep + r * cols : nullptr;
@@ -64,16 +66,16 @@ void softmax_forward(T* y, const T* x, const std::int64_t* lens, const std::uint
 // VJP:      dx_k += y_k (dy_k - sum_i dy_i y_i)
 // shapes:   x, y, dy, dx: (rows, cols); masked entries have y = 0, so dx = 0 there, and a row
 //           with nothing kept gets dx = 0.
-// assign: dx is a fresh buffer, written with `=` instead of accumulated.
+// first_write: dx is fresh (see GradBuffer in autograd.hpp): written with `=` instead of `+=`.
 template <typename T>
-void softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::int64_t cols, bool assign = false) {
-#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+void softmax_backward(T* dx, bool first_write, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* yr = y + r * cols;
     const T* gr = dy + r * cols;
     T* dr = dx + r * cols;
     const T dot = dot_lanes(gr, yr, cols);
-    if (assign)
+    if (first_write)
       for (std::int64_t j = 0; j < cols; ++j) dr[j] = yr[j] * (gr[j] - dot);
     else
       for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
@@ -82,7 +84,7 @@ void softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::in
 
 // y = x - max - log(sum exp(x - max)) per row.
 template <typename T> void log_softmax_forward(T* y, const T* x, std::int64_t rows, std::int64_t cols) {
-#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
@@ -98,14 +100,18 @@ template <typename T> void log_softmax_forward(T* y, const T* x, std::int64_t ro
 // local:    dy_i/dx_k = delta_ik - softmax_k
 // VJP:      dx_k += dy_k - exp(y_k) * sum_i dy_i
 // shapes:   x, y, dy, dx: (rows, cols)
-template <typename T> void log_softmax_backward(T* dx, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
-#pragma omp parallel for schedule(static) if (rows * cols > 32768)
+template <typename T>
+void log_softmax_backward(T* dx, bool first_write, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* yr = y + r * cols;
     const T* gr = dy + r * cols;
     T* dr = dx + r * cols;
     const T s = sum_lanes(gr, cols);
-    for (std::int64_t j = 0; j < cols; ++j) dr[j] += gr[j] - std::exp(yr[j]) * s;
+    if (first_write)
+      for (std::int64_t j = 0; j < cols; ++j) dr[j] = gr[j] - std::exp(yr[j]) * s;
+    else
+      for (std::int64_t j = 0; j < cols; ++j) dr[j] += gr[j] - std::exp(yr[j]) * s;
   }
 }
 

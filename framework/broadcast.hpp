@@ -1,8 +1,9 @@
-// broadcast.hpp - NumPy broadcasting rules shared by the elementwise ops.
+// broadcast.hpp - NumPy's broadcasting rules (https://numpy.org/doc/stable/user/basics.broadcasting.html),
+// shared by the elementwise ops, matmul's batch dimensions and the gradient of a broadcast.
 #pragma once
-#include "framework/tensor.hpp"
+#include "framework/dims.hpp"
 
-namespace headgrad::ops {
+namespace headgrad {
 
 // The broadcast shape of a and b; throws "<op>: shapes [..] and [..] cannot be broadcast".
 Dims broadcast_shapes(const Dims& a, const Dims& b, const char* op);
@@ -10,4 +11,4 @@ Dims broadcast_shapes(const Dims& a, const Dims& b, const char* op);
 // (0 on broadcast axes).
 Dims broadcast_strides(const Dims& shape, const Dims& strides, const Dims& out);
 
-} // namespace headgrad::ops
+} // namespace headgrad

@@ -1,0 +1,83 @@
+// layer_norm_rows.hpp - LayerNorm over the rows of a (rows, D) buffer, one pass each way (llm.c's
+// layernorm_forward / layernorm_backward, with lane reductions and threads over rows).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <omp.h>
+#include <vector>
+
+#include "framework/kernels/parallel.hpp"
+#include "framework/kernels/vec_math.hpp"
+
+namespace headgrad::kernels {
+
+// y[r] = (x[r] - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) (biased variance, as
+// torch.nn.LayerNorm); stats[r] = (mean, rstd), kept for the backward.
+template <typename T>
+void layer_norm_forward(T* y, T* stats, const T* x, const T* w, const T* b, std::int64_t rows, std::int64_t D, T eps) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * D, 4))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * D;
+    const T mean = sum_lanes(xr, D) / static_cast<T>(D);
+    const T var = sum_lanes_fn<T>(D, [xr, mean](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) /
+                  static_cast<T>(D);
+    const T rstd = T(1) / std::sqrt(var + eps);
+    T* yr = y + r * D;
+    for (std::int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+  }
+}
+
+// forward:  xhat = (x - mean) rstd;  y = xhat w + b             (per row, over D)
+// VJP:      g = dy w;  dx = rstd (g - mean(g) - xhat mean(g xhat))
+//           dw = sum_rows dy xhat;  db = sum_rows dy
+// Any of dx, dw, db may be null (not needed); each has its first_write flag (see GradBuffer).
+// Threads: rows are split statically; each thread sums its rows' dw and db into its own partial
+// row, and the partials are added in thread order afterwards - deterministic for a given thread
+// count, no atomics, one pass over x and dy.
+template <typename T>
+void layer_norm_backward(T* dx, bool dx_first, T* dw, bool dw_first, T* db, bool db_first, const T* dy, const T* x,
+                         const T* w, const T* stats, std::int64_t rows, std::int64_t D) {
+  const bool par = worth_threads(rows * D, 4) && omp_get_max_threads() > 1 && !omp_in_parallel();
+  const int nthreads = par ? omp_get_max_threads() : 1;
+  std::vector<T> parts(static_cast<std::size_t>((dw || db) ? 2 * nthreads * D : 0), T(0));
+#pragma omp parallel num_threads(nthreads) if (par)
+  {
+    const int tid = omp_get_thread_num();
+    T* pw = parts.empty() ? nullptr : parts.data() + static_cast<std::size_t>(2 * tid * D);
+    T* pb = pw ? pw + D : nullptr;
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * D;
+      const T* gr = dy + r * D;
+      const T mean = stats[2 * r], rstd = stats[2 * r + 1];
+      if (dw)
+        for (std::int64_t i = 0; i < D; ++i) pw[i] += gr[i] * ((xr[i] - mean) * rstd);
+      if (db)
+        for (std::int64_t i = 0; i < D; ++i) pb[i] += gr[i];
+      if (!dx) continue;
+      // mean(g) and mean(g xhat), with g = dy w and xhat = (x - mean) rstd
+      const T mg = sum_lanes_fn<T>(D, [gr, w](std::int64_t i) { return gr[i] * w[i]; }) / static_cast<T>(D);
+      const T mgx = sum_lanes_fn<T>(D, [=](std::int64_t i) { return gr[i] * w[i] * ((xr[i] - mean) * rstd); }) /
+                    static_cast<T>(D);
+      T* dr = dx + r * D;
+      if (dx_first)
+        for (std::int64_t i = 0; i < D; ++i) dr[i] = rstd * (gr[i] * w[i] - mg - (xr[i] - mean) * rstd * mgx);
+      else
+        for (std::int64_t i = 0; i < D; ++i) dr[i] += rstd * (gr[i] * w[i] - mg - (xr[i] - mean) * rstd * mgx);
+    }
+  }
+  if (dw && dw_first) std::fill(dw, dw + D, T(0));
+  if (db && db_first) std::fill(db, db + D, T(0));
+  for (int t = 0; t < nthreads && !parts.empty(); ++t) {
+    const T* pw = parts.data() + static_cast<std::size_t>(2 * t * D);
+    if (dw)
+      for (std::int64_t i = 0; i < D; ++i) dw[i] += pw[i];
+    if (db)
+      for (std::int64_t i = 0; i < D; ++i) db[i] += pw[D + i];
+  }
+}
+
+} // namespace headgrad::kernels

@@ -1,0 +1,49 @@
+#include "framework/profiler.hpp"
+
+#include <chrono>
+#include <map>
+#include <string>
+
+namespace headgrad {
+namespace {
+
+bool g_profiler = false;
+std::map<std::string, OpProfile> g_profile;
+thread_local int t_running = 0; // timers alive on this thread
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+void profiler_enable(bool on) { g_profiler = on; }
+void profiler_reset() { g_profile.clear(); }
+
+std::vector<OpProfile> profiler_report() {
+  std::vector<OpProfile> out;
+  for (const auto& [name, row] : g_profile) out.push_back(row);
+  return out;
+}
+
+OpTimer::OpTimer(const char* name, bool backward)
+    : name_(name), backward_(backward), counts_(g_profiler && t_running == 0), start_(counts_ ? now_seconds() : 0.0) {
+  ++t_running;
+}
+
+OpTimer::~OpTimer() {
+  --t_running;
+  if (!counts_) return;
+  const double seconds = now_seconds() - start_;
+  OpProfile& p = g_profile[name_];
+  p.name = name_;
+  if (backward_) {
+    ++p.backward_calls;
+    p.backward_seconds += seconds;
+  } else {
+    ++p.forward_calls;
+    p.forward_seconds += seconds;
+  }
+}
+
+} // namespace headgrad

@@ -1,0 +1,37 @@
+// profiler.hpp - optional per-op timing (`headgrad train --profile`, the benchmark's profile).
+// Off unless enabled: a disabled timer costs one branch. Ops time their forward with OpTimer;
+// the autograd engine times each node's backward. Only the outermost running timer counts, so
+// an op that calls other ops (linear calling contiguous(), a backward built from ops) is
+// charged once, under its own name.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace headgrad {
+
+struct OpProfile {
+  const char* name;
+  std::int64_t forward_calls, backward_calls;
+  double forward_seconds, backward_seconds;
+};
+
+void profiler_enable(bool on);
+void profiler_reset();
+std::vector<OpProfile> profiler_report(); // one row per op name, in name order
+
+// Times its scope as `name`'s forward (or backward) when the profiler is on.
+class OpTimer {
+public:
+  explicit OpTimer(const char* name, bool backward = false);
+  ~OpTimer();
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+private:
+  const char* name_;
+  bool backward_;
+  bool counts_; // the profiler was on and no other timer was running when this one started
+  double start_;
+};
+
+} // namespace headgrad
