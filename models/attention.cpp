@@ -1,4 +1,5 @@
-// attention.cpp - read it next to the seed: each function follows the d2l code line by line.
+// attention.cpp - read it next to d2l.ai's "Multi-Head Attention" chapter: each function follows
+// its code line by line.
 #include "models/attention.hpp"
 
 #include <cmath>

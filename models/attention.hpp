@@ -1,6 +1,9 @@
-// attention.hpp - scaled dot-product attention and multi-head attention, following the seeds
-// line by line (d2l's MultiHeadAttention with transpose_qkv / transpose_output, and the plain
-// self-attention module of seed 004). Every tensor carries its shape in a comment.
+// attention.hpp - scaled dot-product attention and multi-head attention in two published forms,
+// line by line: d2l's MultiHeadAttention with transpose_qkv / transpose_output (d2l.ai, "Multi-Head
+// Attention": https://d2l.ai/chapter_attention-mechanisms-and-transformers/multihead-attention.html)
+// and the plain PyTorch self-attention module MultiHeadAttention(embed_dim, num_heads) with
+// query/key/value/out linear layers, as PyTorch tutorials write it. Every tensor carries its
+// shape in a comment.
 #pragma once
 #include <memory>
 
@@ -35,7 +38,7 @@ public:
   MultiHeadAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                      std::int64_t num_hiddens, std::int64_t num_heads, double dropout, bool bias, Generator& gen,
                      DType dtype = DType::f32);
-  // Seed 004's signature: self-attention with biases; parameters named query, key, value, out.
+  // The plain PyTorch self-attention signature: biases; parameters named query, key, value, out.
   // Throws std::invalid_argument("embed_dim must be divisible by num_heads") otherwise.
   MultiHeadAttention(std::int64_t embed_dim, std::int64_t num_heads, Generator& gen, DType dtype = DType::f32);
 
@@ -49,7 +52,7 @@ public:
 
   std::int64_t num_heads, num_hiddens;
   std::shared_ptr<DotProductAttention> attention;
-  std::shared_ptr<nn::Linear> W_q, W_k, W_v, W_o; // named query/key/value/out in seed 004's form
+  std::shared_ptr<nn::Linear> W_q, W_k, W_v, W_o; // named query/key/value/out in the plain form
 };
 
 } // namespace headgrad::models

@@ -97,7 +97,7 @@ TEST_CASE("masked_softmax: bad lengths and shapes are refused") {
             .find("keep must be bool") != std::string::npos);
 }
 
-TEST_CASE("transpose_qkv / transpose_output: the seed's layout, inverse of each other") {
+TEST_CASE("transpose_qkv / transpose_output: d2l's layout, inverse of each other") {
   // X (B=2, T=3, H*d = 2*2): element value encodes (b, t, h, e)
   std::vector<double> v;
   for (int b = 0; b < 2; ++b)
@@ -127,7 +127,7 @@ TEST_CASE("repeat_interleave: valid_lens repeated per head in b*H + h order") {
   CHECK(two.to_int_vector() == std::vector<std::int64_t>{1, 2, 1, 2, 3, 4, 3, 4});
 }
 
-TEST_CASE("seed 000 (d2l): num_hiddens 100, 5 heads, batch 2, 4 queries, 6 pairs, valid_lens [3, 2]") {
+TEST_CASE("d2l MultiHeadAttention: num_hiddens 100, 5 heads, batch 2, 4 queries, 6 pairs, valid_lens [3, 2]") {
   Generator g(0);
   const std::int64_t num_hiddens = 100, num_heads = 5;
   models::MultiHeadAttention attention(num_hiddens, num_hiddens, num_hiddens, num_hiddens, num_heads, 0.5, false, g);
@@ -153,7 +153,7 @@ TEST_CASE("seed 000 (d2l): num_hiddens 100, 5 heads, batch 2, 4 queries, 6 pairs
     }
 }
 
-TEST_CASE("seed 004: MultiHeadAttention(64, 4) on (32, 10, 64) -> (32, 10, 64)") {
+TEST_CASE("plain self-attention: MultiHeadAttention(64, 4) on (32, 10, 64) -> (32, 10, 64)") {
   Generator g(0);
   const std::int64_t embed_dim = 64, num_heads = 4;
   Tensor input_tensor = Tensor::normal({32, 10, embed_dim}, 0, 1, g);

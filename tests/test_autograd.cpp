@@ -82,7 +82,7 @@ TEST_CASE("autograd: a node used twice gets both contributions") {
     check_close(x.grad().to_vector(), {2, 2, 2, 2});
   }
   // add and reshape hand their output gradient's buffer to an input without copying
-  // (Node::adopt_grad); these shapes make a second contribution land in that shared buffer.
+  // (Node::add_to_grad); these shapes make a second contribution land in that shared buffer.
   SUBCASE("x + x: the second operand must not alias the first's adopted buffer") {
     Tensor x = leaf({1, -2, 3}, {3});
     Tensor y = ops::add(x, x);
@@ -113,6 +113,70 @@ TEST_CASE("autograd: a node used twice gets both contributions") {
     Tensor x = leaf({1, 2}, {2});
     ops::sum(ops::mul(ops::concat({x, x, x}, 0), ops::concat({x, x, x}, 0))).backward(); // 3 * 2x
     check_close(x.grad().to_vector(), {6, 12});
+  }
+}
+
+namespace {
+const void* storage_of(const Tensor& t) { return t.impl()->storage.get(); }
+// An op y = x0 + x1 (same shapes) whose backward is `backward`: to watch add_to_grad's choices.
+Tensor probe_add(const Tensor& a, const Tensor& b, BackwardFn backward) {
+  Tensor y;
+  {
+    NoGradGuard ng;
+    y = ops::add(a, b);
+  }
+  return record(y, "probe_add", {a, b}, std::move(backward));
+}
+} // namespace
+
+TEST_CASE("autograd: add_to_grad hands dy's buffer to one input only, and a temporary only if given up") {
+  SUBCASE("dy goes to the first input; the second gets a copy, not the same storage") {
+    Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+    const void* dy_storage = nullptr;
+    Tensor y = probe_add(a, b, [&](Node& n, const Tensor& dy) {
+      dy_storage = storage_of(dy);
+      n.add_to_grad(0, dy);
+      n.add_to_grad(1, dy);
+    });
+    y.backward(Tensor::from({1, 1}, {2}, DType::f64));
+    CHECK(storage_of(a.grad()) == dy_storage);
+    CHECK(storage_of(b.grad()) != dy_storage);
+    ops::sum(ops::mul_scalar(a, 5.0)).backward(); // a's (handed-on) buffer keeps adding up
+    check_close(a.grad().to_vector(), {6, 6});
+    check_close(b.grad().to_vector(), {1, 1});
+  }
+  SUBCASE("a temporary given as an rvalue becomes the gradient; a kept tensor is copied") {
+    Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+    Tensor kept = Tensor::from({7, 8}, {2}, DType::f64);
+    const void* temp_storage = nullptr;
+    Tensor y = probe_add(a, b, [&](Node& n, const Tensor& dy) {
+      Tensor t = dy * 2.0;
+      temp_storage = storage_of(t);
+      n.add_to_grad(0, std::move(t));
+      n.add_to_grad(1, kept);
+    });
+    y.backward(Tensor::from({1, 1}, {2}, DType::f64));
+    CHECK(storage_of(a.grad()) == temp_storage);
+    CHECK(storage_of(b.grad()) != storage_of(kept));
+    ops::sum(b).backward(); // adding to b's gradient must leave `kept` alone
+    check_close(kept.to_vector(), {7, 8});
+    check_close(b.grad().to_vector(), {8, 9});
+  }
+  SUBCASE("grad_buffer: the first call is a first write, the second (same tensor) is not") {
+    Tensor x = leaf({1, 2}, {2});
+    bool first0 = false, first1 = true;
+    Tensor y = probe_add(x, x, [&](Node& n, const Tensor&) {
+      const GradBuffer g0 = n.grad_buffer(0);
+      first0 = g0.first_write;
+      std::fill(g0.data<double>(), g0.data<double>() + 2, 1.0);
+      const GradBuffer g1 = n.grad_buffer(1);
+      first1 = g1.first_write;
+      for (int i = 0; i < 2; ++i) g1.data<double>()[i] += 1.0;
+    });
+    y.backward(Tensor::from({1, 1}, {2}, DType::f64));
+    CHECK(first0);
+    CHECK_FALSE(first1);
+    check_close(x.grad().to_vector(), {2, 2});
   }
 }
 

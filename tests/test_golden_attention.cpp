@@ -1,6 +1,6 @@
 // Golden tests of the attention stack against PyTorch 1.13 fixtures (tests/reference/README.md):
-// d2l's masked_softmax, d2l's MultiHeadAttention with 1-D and 2-D valid_lens, and seed 004's
-// self-attention module. Each compares the forward values and every gradient of
+// d2l's masked_softmax, d2l's MultiHeadAttention with 1-D and 2-D valid_lens, and the plain
+// PyTorch self-attention module MultiHeadAttention(embed_dim, num_heads). Each compares the forward values and every gradient of
 // sum(output * grad_output), printing one llm.c-style line per tensor (max abs / rel diff).
 #include <doctest/doctest.h>
 

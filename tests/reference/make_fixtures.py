@@ -170,7 +170,7 @@ def transpose_output(X, num_heads):
     return X.reshape(X.shape[0], X.shape[1], -1)
 
 
-class MultiHeadAttention(nn.Module):  # seed 000 / d2l
+class MultiHeadAttention(nn.Module):  # d2l.ai, "Multi-Head Attention"
     def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False, **kwargs):
         super(MultiHeadAttention, self).__init__(**kwargs)
         self.num_heads = num_heads
@@ -193,9 +193,9 @@ class MultiHeadAttention(nn.Module):  # seed 000 / d2l
         return self.W_o(output_concat)
 
 
-class SeedMultiHeadAttention(nn.Module):  # seed 004, verbatim
+class PlainMultiHeadAttention(nn.Module):  # the plain PyTorch self-attention module
     def __init__(self, embed_dim, num_heads):
-        super(SeedMultiHeadAttention, self).__init__()
+        super(PlainMultiHeadAttention, self).__init__()
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
@@ -269,7 +269,7 @@ class EncoderBlock(nn.Module):  # d2l
 
 class ReferenceModel(nn.Module):
     """d2l TransformerEncoder + an output Linear. Blocks are named blks.0, blks.1, ... (d2l itself
-    names them blks.block0; the brief asks for the integer names, so nn.Sequential's defaults)."""
+    names them blks.block0; integer names are what nn.Sequential gives and what the C++ side uses)."""
 
     def __init__(self, vocab, d, heads, layers, ffn, dropout):
         super().__init__()
@@ -360,7 +360,7 @@ def fixture_mha_d2l(filename, lens2d, seed):
                 ("grad.queries", queries.grad), ("grad.keys", keys.grad), ("grad.values", values.grad)]
     tensors += [("grad." + n, p.grad.detach()) for n, p in net.named_parameters()]
     save_and_verify(filename, tensors,
-                    common_meta(seed=str(seed), module="d2l MultiHeadAttention (seed 000)",
+                    common_meta(seed=str(seed), module="d2l MultiHeadAttention",
                                 key_size=key_size, query_size=query_size, value_size=value_size,
                                 num_hiddens=num_hiddens, num_heads=H, dropout=0, bias="False",
                                 valid_lens="(B,)" if not lens2d else "(B,Tq)",
@@ -372,7 +372,7 @@ def fixture_mha_self():
     B, T, E, H = 2, 5, 8, 2
     seed = 3001
     torch.manual_seed(seed)
-    net = SeedMultiHeadAttention(E, H)
+    net = PlainMultiHeadAttention(E, H)
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(B, T, E, generator=g).requires_grad_(True)
     grad_output = torch.randn(B, T, E, generator=g)
@@ -393,7 +393,7 @@ def fixture_mha_self():
                 ("grad.x", x.grad)]
     tensors += [("grad." + n, p.grad.detach()) for n, p in net.named_parameters()]
     save_and_verify("mha_self.safetensors", tensors,
-                    common_meta(seed=str(seed), module="seed 004 MultiHeadAttention(embed_dim, num_heads)",
+                    common_meta(seed=str(seed), module="plain MultiHeadAttention(embed_dim, num_heads)",
                                 embed_dim=E, num_heads=H, head_dim=E // H, bias="True", mask="none",
                                 attention_weights="softmax(Q K^T / sqrt(head_dim)), (B,H,T,T), recomputed",
                                 grad="grad.* = d/d* sum(output * grad_output)"))

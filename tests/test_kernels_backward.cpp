@@ -1,0 +1,291 @@
+// test_kernels_backward.cpp - the kernels the ops' backward closures call (framework/kernels/),
+// each against its plain definition: the gradient sum behind Node::add_to_grad, matmul's gemm
+// plan, layer norm's threaded backward, column sums, scatter-adds, cross-entropy, the elementwise
+// maps. Every kernel that takes `first_write` is checked both ways: on a first write the buffer
+// starts as NaN (uninitialised memory must never be read), otherwise it starts as 1 and the
+// result must be 1 + the contribution.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <omp.h>
+
+#include "framework/kernels/accumulate.hpp"
+#include "framework/kernels/cross_entropy_rows.hpp"
+#include "framework/kernels/elementwise.hpp"
+#include "framework/kernels/layer_norm_rows.hpp"
+#include "framework/kernels/matmul_plan.hpp"
+#include "framework/kernels/row_bias.hpp"
+#include "framework/kernels/scatter.hpp"
+#include "tests/test_support.hpp"
+
+using namespace headgrad;
+using test_support::check_close;
+using test_support::randn;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A destination buffer as a kernel finds it: NaN on a first write (never to be read), 1 otherwise.
+std::vector<double> start_buffer(std::int64_t n, bool first_write) {
+  return std::vector<double>(static_cast<std::size_t>(n), first_write ? kNaN : 1.0);
+}
+
+// What the buffer must hold after adding `contribution`: itself, or 1 + it.
+std::vector<double> expected(std::vector<double> contribution, bool first_write) {
+  if (!first_write)
+    for (double& v : contribution) v += 1.0;
+  return contribution;
+}
+
+// Runs f with n OpenMP threads, restoring the setting afterwards.
+template <typename F> void with_threads(int n, F&& f) {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(n);
+  f();
+  omp_set_num_threads(before);
+}
+
+} // namespace
+
+TEST_CASE("sum_into: same shape, contiguous - assign, add, scale, and dst being src itself") {
+  for (bool first : {true, false}) {
+    const std::vector<double> src = randn({2, 3}, 1).to_vector();
+    std::vector<double> dst = start_buffer(6, first);
+    kernels::sum_into<double>(dst.data(), first, {2, 3}, src.data(), {2, 3}, {3, 1}, -2.0);
+    std::vector<double> want = src;
+    for (double& v : want) v *= -2.0;
+    check_close(dst, expected(want, first), 0);
+  }
+  // x + x: x's gradient is dy's own buffer, and dy is then added to it once more
+  std::vector<double> g = {1, 2, 3};
+  kernels::sum_into<double>(g.data(), false, {3}, g.data(), {3}, {1}, 1.0);
+  check_close(g, {2, 4, 6}, 0);
+}
+
+TEST_CASE("sum_into: same shape, strided source (a permuted view) - walks the source, lands right") {
+  // src holds (2, 3, 4) values; read as its transpose (4, 3, 2) view
+  const Tensor x = randn({2, 3, 4}, 2);
+  const Tensor v = x.permute({2, 1, 0});
+  const std::vector<double> want = v.contiguous().to_vector();
+  for (bool first : {true, false}) {
+    std::vector<double> dst = start_buffer(24, first);
+    kernels::sum_into<double>(dst.data(), first, v.shape(), v.data<double>(), v.shape(), v.strides(), 1.0);
+    check_close(dst, expected(want, first), 0);
+  }
+}
+
+TEST_CASE("sum_into: broadcast - sums over the broadcast axes, leading ones included") {
+  const Tensor src = randn({2, 4, 3}, 3);
+  const auto s = src.to_vector();
+  auto at = [&](int i, int j, int k) { return s[static_cast<std::size_t>((i * 4 + j) * 3 + k)]; };
+  for (bool first : {true, false}) {
+    // (3): summed over the two leading axes
+    std::vector<double> d1 = start_buffer(3, first), w1(3, 0.0);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int k = 0; k < 3; ++k) w1[static_cast<std::size_t>(k)] += at(i, j, k);
+    kernels::sum_into<double>(d1.data(), first, {3}, src.data<double>(), src.shape(), src.strides(), 1.0);
+    check_close(d1, expected(w1, first), 1e-14);
+    // (2, 4, 1): summed over the last axis (each row lands on one element)
+    std::vector<double> d2 = start_buffer(8, first), w2(8, 0.0);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int k = 0; k < 3; ++k) w2[static_cast<std::size_t>(i * 4 + j)] += at(i, j, k);
+    kernels::sum_into<double>(d2.data(), first, {2, 4, 1}, src.data<double>(), src.shape(), src.strides(), 1.0);
+    check_close(d2, expected(w2, first), 1e-14);
+  }
+}
+
+TEST_CASE("blas_layout: row-major, a transpose view, and a layout BLAS cannot read") {
+  kernels::MatrixLayout l;
+  REQUIRE(kernels::blas_layout(3, 4, 4, 1, l)); // contiguous (3, 4)
+  CHECK_FALSE(l.trans);
+  CHECK(l.ld == 4);
+  REQUIRE(kernels::blas_layout(4, 3, 1, 4, l)); // its transpose
+  CHECK(l.trans);
+  CHECK(l.ld == 4);
+  REQUIRE(kernels::blas_layout(3, 4, 10, 1, l)); // rows of a wider matrix (a head's columns)
+  CHECK(l.ld == 10);
+  CHECK_FALSE(kernels::blas_layout(3, 4, 8, 2, l)); // every other column: no leading dimension fits
+}
+
+TEST_CASE("plan_matmul: the fold applies to a shared B and row-major A only") {
+  const Dims a{2, 3, 4}, b{4, 5};
+  CHECK(kernels::plan_matmul(a, contiguous_strides(a), b, contiguous_strides(b)).fold);
+  const Dims b3{2, 4, 5};
+  CHECK_FALSE(kernels::plan_matmul(a, contiguous_strides(a), b3, contiguous_strides(b3)).fold);
+  // A read transposed: (2, 3, 4) as the transpose view of a (2, 4, 3) buffer
+  CHECK_FALSE(kernels::plan_matmul(a, {12, 1, 3}, b, contiguous_strides(b)).fold);
+}
+
+TEST_CASE("matmul_backward_a/b: broadcast batches sum into a shared operand's gradient, fold too") {
+  struct Case {
+    Dims a, b;
+  };
+  for (const Case& c : {Case{{2, 1, 3, 4}, {5, 4, 2}}, Case{{2, 3, 4}, {4, 5}}, Case{{3, 4}, {2, 4, 5}}}) {
+    const Tensor A = randn(c.a, 4), B = randn(c.b, 5);
+    const kernels::MatmulPlan p = kernels::plan_matmul(A.shape(), A.strides(), B.shape(), B.strides());
+    Dims cs = p.batch;
+    cs.push_back(p.M);
+    cs.push_back(p.N);
+    const Tensor dC = randn(cs, 6);
+    // Reference: broadcast both to the full batch, per-element products, summed back.
+    Dims ab = p.batch, bb = p.batch;
+    ab.push_back(p.M), ab.push_back(p.K), bb.push_back(p.K), bb.push_back(p.N);
+    const std::int64_t nb = p.batch.numel();
+    std::vector<double> da_full(static_cast<std::size_t>(nb * p.M * p.K)), db_full(static_cast<std::size_t>(nb * p.K * p.N));
+    const auto a_full = make_view(A, ab, broadcast_strides(A.shape(), A.strides(), ab), 0).contiguous().to_vector();
+    const auto b_full = make_view(B, bb, broadcast_strides(B.shape(), B.strides(), bb), 0).contiguous().to_vector();
+    const auto dc = dC.to_vector();
+    for (std::int64_t i = 0; i < nb; ++i)
+      for (std::int64_t m = 0; m < p.M; ++m)
+        for (std::int64_t k = 0; k < p.K; ++k)
+          for (std::int64_t n = 0; n < p.N; ++n) {
+            const double g = 0.5 * dc[static_cast<std::size_t>((i * p.M + m) * p.N + n)];
+            da_full[static_cast<std::size_t>((i * p.M + m) * p.K + k)] += g * b_full[static_cast<std::size_t>((i * p.K + k) * p.N + n)];
+            db_full[static_cast<std::size_t>((i * p.K + k) * p.N + n)] += g * a_full[static_cast<std::size_t>((i * p.M + m) * p.K + k)];
+          }
+    std::vector<double> want_a(static_cast<std::size_t>(A.numel()), 0.0), want_b(static_cast<std::size_t>(B.numel()), 0.0);
+    kernels::sum_into<double>(want_a.data(), true, A.shape(), da_full.data(), ab, contiguous_strides(ab), 1.0);
+    kernels::sum_into<double>(want_b.data(), true, B.shape(), db_full.data(), bb, contiguous_strides(bb), 1.0);
+    for (bool first : {true, false}) {
+      INFO("A ", c.a.str(), " @ B ", c.b.str(), (first ? ", first write" : ", adding"));
+      std::vector<double> da = start_buffer(A.numel(), first), db = start_buffer(B.numel(), first);
+      kernels::matmul_backward_a<double>(da.data(), first, dC.data<double>(), B.data<double>(), p, 0.5);
+      kernels::matmul_backward_b<double>(db.data(), first, A.data<double>(), dC.data<double>(), p, 0.5);
+      check_close(da, expected(want_a, first), 1e-12);
+      check_close(db, expected(want_b, first), 1e-12);
+    }
+  }
+}
+
+TEST_CASE("layer_norm_backward: against the plain formulas, any subset of outputs, 1 and 2 threads") {
+  // 512 x 128 reaches the threading threshold (rows * D * 4 >= 2^18)
+  const std::int64_t rows = 512, D = 128;
+  REQUIRE(kernels::worth_threads(rows * D, 4));
+  const Tensor x = randn({rows, D}, 7), w = randn({D}, 8), b = randn({D}, 9), dy = randn({rows, D}, 10);
+  std::vector<double> y(static_cast<std::size_t>(rows * D)), stats(static_cast<std::size_t>(2 * rows));
+  kernels::layer_norm_forward<double>(y.data(), stats.data(), x.data<double>(), w.data<double>(), b.data<double>(), rows,
+                                      D, 1e-5);
+  // reference, straight from the VJP in the kernel's comment
+  std::vector<double> wdx(static_cast<std::size_t>(rows * D)), wdw(static_cast<std::size_t>(D), 0.0),
+      wdb(static_cast<std::size_t>(D), 0.0);
+  const auto xv = x.to_vector(), wv = w.to_vector(), gv = dy.to_vector();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (std::int64_t i = 0; i < D; ++i) mean += xv[static_cast<std::size_t>(r * D + i)] / static_cast<double>(D);
+    for (std::int64_t i = 0; i < D; ++i) var += std::pow(xv[static_cast<std::size_t>(r * D + i)] - mean, 2) / static_cast<double>(D);
+    const double rstd = 1 / std::sqrt(var + 1e-5);
+    double mg = 0, mgx = 0;
+    for (std::int64_t i = 0; i < D; ++i) {
+      const auto k = static_cast<std::size_t>(r * D + i);
+      const double xhat = (xv[k] - mean) * rstd, g = gv[k] * wv[static_cast<std::size_t>(i)];
+      mg += g / static_cast<double>(D);
+      mgx += g * xhat / static_cast<double>(D);
+      wdw[static_cast<std::size_t>(i)] += gv[k] * xhat;
+      wdb[static_cast<std::size_t>(i)] += gv[k];
+    }
+    for (std::int64_t i = 0; i < D; ++i) {
+      const auto k = static_cast<std::size_t>(r * D + i);
+      wdx[k] = rstd * (gv[k] * wv[static_cast<std::size_t>(i)] - mg - (xv[k] - mean) * rstd * mgx);
+    }
+  }
+  for (int threads : {1, 2})
+    for (bool first : {true, false}) {
+      INFO(threads, " threads", (first ? ", first write" : ", adding"));
+      std::vector<double> dx = start_buffer(rows * D, first), dw = start_buffer(D, first), db = start_buffer(D, first);
+      with_threads(threads, [&] {
+        kernels::layer_norm_backward<double>(dx.data(), first, dw.data(), first, db.data(), first, dy.data<double>(),
+                                             x.data<double>(), w.data<double>(), stats.data(), rows, D);
+      });
+      check_close(dx, expected(wdx, first), 1e-12);
+      check_close(dw, expected(wdw, first), 1e-11);
+      check_close(db, expected(wdb, first), 1e-11);
+      // only dx (a frozen affine), only dw and db (a frozen input)
+      std::vector<double> dx2 = start_buffer(rows * D, first), dw2 = start_buffer(D, first), db2 = start_buffer(D, first);
+      with_threads(threads, [&] {
+        kernels::layer_norm_backward<double>(dx2.data(), first, nullptr, false, nullptr, false, dy.data<double>(),
+                                             x.data<double>(), w.data<double>(), stats.data(), rows, D);
+        kernels::layer_norm_backward<double>(nullptr, false, dw2.data(), first, db2.data(), first, dy.data<double>(),
+                                             x.data<double>(), w.data<double>(), stats.data(), rows, D);
+      });
+      check_close(dx2, dx, 0);
+      check_close(dw2, dw, 0);
+      check_close(db2, db, 0);
+    }
+}
+
+TEST_CASE("column_sums: the bias gradient, the same bits with 1 and 2 threads") {
+  const std::int64_t rows = 1024, cols = 300; // above the threading threshold, a partial last block
+  REQUIRE(kernels::worth_threads(rows * cols));
+  const Tensor x = randn({rows, cols}, 11);
+  std::vector<double> want(static_cast<std::size_t>(cols), 0.0);
+  const auto xv = x.to_vector();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) want[static_cast<std::size_t>(c)] += xv[static_cast<std::size_t>(r * cols + c)];
+  std::vector<double> one;
+  for (int threads : {1, 2})
+    for (bool first : {true, false}) {
+      std::vector<double> out = start_buffer(cols, first);
+      with_threads(threads, [&] { kernels::column_sums<double>(out.data(), first, x.data<double>(), rows, cols); });
+      check_close(out, expected(want, first), 1e-12);
+      if (first && threads == 1) one = out;
+      if (first && threads == 2) check_close(out, one, 0);
+    }
+}
+
+TEST_CASE("index_add and gather_add: repeated indices sum, unpicked rows get zero on a first write") {
+  // x (outer 2, len 3, inner 2); index_select picks rows [2, 0, 2]
+  const std::vector<std::int64_t> idx = {2, 0, 2};
+  const std::vector<double> dy = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; // (2, 3, 2)
+  for (bool first : {true, false}) {
+    std::vector<double> dx = start_buffer(12, first);
+    kernels::index_add<double>(dx.data(), first, dy.data(), idx.data(), 2, 3, 3, 2);
+    check_close(dx, expected({3, 4, 0, 0, 1 + 5, 2 + 6, 9, 10, 0, 0, 7 + 11, 8 + 12}, first), 0);
+  }
+  // gather with count 1 is max's backward: (outer 2, len 3, inner 2), argmax per (o, i)
+  const std::vector<std::int64_t> arg = {1, 2, 0, 1};
+  const std::vector<double> g = {1, 2, 3, 4};
+  for (bool first : {true, false}) {
+    std::vector<double> dx = start_buffer(12, first);
+    kernels::gather_add<double>(dx.data(), first, g.data(), arg.data(), 2, 3, 1, 2);
+    check_close(dx, expected({0, 0, 1, 0, 0, 2, 3, 0, 0, 4, 0, 0}, first), 0);
+  }
+}
+
+TEST_CASE("cross_entropy kernels: loss of counted rows only, gradient p - onehot scaled") {
+  const std::vector<double> x = {2, 0, 0, 0, 1, 0, 5, 5, 5}; // 3 rows, V 3
+  const std::vector<std::int64_t> target = {0, 1, 2}, counted = {1, 1, 0};
+  std::vector<double> p(9);
+  const double total = kernels::cross_entropy_forward<double>(p.data(), x.data(), target.data(), counted.data(), 3, 3);
+  auto lse = [&](int r) { return std::log(std::exp(x[3 * r]) + std::exp(x[3 * r + 1]) + std::exp(x[3 * r + 2])); };
+  CHECK(total == doctest::Approx(lse(0) - 2 + lse(1) - 1).epsilon(1e-14));
+  for (bool first : {true, false}) {
+    std::vector<double> dx = start_buffer(9, first);
+    kernels::cross_entropy_backward<double>(dx.data(), first, p.data(), target.data(), counted.data(), 3, 3, 0.5);
+    std::vector<double> want = {0.5 * (p[0] - 1), 0.5 * p[1], 0.5 * p[2], 0.5 * p[3], 0.5 * (p[4] - 1), 0.5 * p[5], 0, 0, 0};
+    check_close(dx, expected(want, first), 1e-15);
+  }
+}
+
+TEST_CASE("map_backward and zip_broadcast: the elementwise loops") {
+  const std::vector<double> x = {-1, 2, 3}, y = {1, 4, 9}, dy = {1, 1, 2};
+  for (bool first : {true, false}) {
+    std::vector<double> dx = start_buffer(3, first);
+    kernels::map_backward<double>(dx.data(), first, dy.data(), x.data(), y.data(), 3,
+                                  [](double xv, double) { return 2 * xv; }); // y = x^2
+    check_close(dx, expected({-2, 4, 12}, first), 0);
+  }
+  // (2, 3) + (3): b broadcast over rows, and (2, 1) * (1, 3): an outer product
+  const std::vector<double> a = {1, 2, 3, 4, 5, 6}, b = {10, 20, 30};
+  std::vector<double> out(6);
+  kernels::zip_broadcast<double>(out.data(), a.data(), {3, 1}, b.data(), {0, 1}, {2, 3},
+                                 [](double u, double v) { return u + v; });
+  check_close(out, {11, 22, 33, 14, 25, 36}, 0);
+  const std::vector<double> col = {1, 2};
+  kernels::zip_broadcast<double>(out.data(), col.data(), {1, 0}, b.data(), {0, 1}, {2, 3},
+                                 [](double u, double v) { return u * v; });
+  check_close(out, {10, 20, 30, 20, 40, 60}, 0);
+}
