@@ -1,4 +1,5 @@
-// Attention: masked softmax semantics, head reshapes, the attention modules and both seed examples.
+// Attention: masked softmax semantics, head reshapes, the attention modules, and the examples of
+// d2l's chapter and of the plain PyTorch self-attention module.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <string>
@@ -8,17 +9,13 @@
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
 #include "models/attention.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 
-static std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no invalid_argument thrown)";
-}
+// Every error here is std::invalid_argument.
+static std::string error_of(const std::function<void()>& f) { return test_support::error_of<std::invalid_argument>(f); }
+
 
 TEST_CASE("masked_softmax: d2l semantics for 1-D and 2-D valid_lens") {
   Generator g(1);

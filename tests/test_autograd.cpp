@@ -8,9 +8,14 @@
 #include "framework/autograd.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
+#include "tests/test_support.hpp"
 #include "train/gradcheck_table.hpp"
 
 using namespace headgrad;
+using test_support::check_close;
+using test_support::contains;
+using test_support::error_of;
+using test_support::randn;
 
 namespace {
 
@@ -20,26 +25,6 @@ Tensor leaf(const std::vector<double>& v, const Dims& s) {
   return t;
 }
 
-Tensor randn(const Dims& s, std::uint64_t seed) {
-  Generator g(seed);
-  return Tensor::normal(s, 0.0, 1.0, g, DType::f64);
-}
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(got[i] == doctest::Approx(want[i]).epsilon(tol), "at " << i);
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-template <typename F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 } // namespace
 

@@ -9,15 +9,12 @@
 #include "framework/gradcheck.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
+using test_support::randn;
 
 namespace {
-
-Tensor randn(const Dims& s, std::uint64_t seed, DType d = DType::f64) {
-  Generator g(seed);
-  return Tensor::normal(s, 0.0, 1.0, g, d);
-}
 
 // Input i's gradient buffer ready for `+=` loops: zero-filled on its first write (see GradBuffer).
 double* add_into(const GradBuffer& g) {

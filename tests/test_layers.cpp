@@ -13,27 +13,14 @@
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
 #include "models/transformer.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
+using test_support::contains;
+using test_support::error_of;
+using test_support::randn;
 
 namespace {
-
-template <typename E, typename F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<wrong exception type> ") + e.what();
-  }
-  return "<no exception>";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-Tensor randn(const Dims& shape, std::uint64_t seed, DType dtype = DType::f64) {
-  Generator g(seed);
-  return Tensor::normal(shape, 0.0, 1.0, g, dtype);
-}
 
 // The names and shapes a PyTorch state_dict of d2l's encoder + output layer has (use_bias=False
 // in the attention projections), in registration order.

@@ -13,8 +13,10 @@
 #include "framework/kernels/small_gemm.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
+using test_support::check_close;
 
 namespace {
 
@@ -37,13 +39,6 @@ std::vector<double> loops_bmm(const std::vector<double>& a, std::int64_t ba, con
 
 // The values of x transposed in its last two axes, as a row-major vector.
 std::vector<double> transposed(const Tensor& x) { return x.transpose(-2, -1).contiguous().to_vector(); }
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
-  CHECK(worst <= tol);
-}
 
 struct TwoThreads {
   int omp = omp_get_max_threads(), blas = openblas_get_num_threads();
@@ -76,18 +71,18 @@ TEST_CASE("batched Q K^T and W V over threads equal plain loops, forward and bac
     Tensor o = ops::matmul(s, v);                 // (batch, T, dh)
     const auto qv = q.to_vector(), kt = transposed(k), vv = v.to_vector();
     const auto s_want = loops_bmm(qv, batch, kt, batch, batch, T, dh, T);
-    check_close(s.to_vector(), s_want, tol);
-    check_close(o.to_vector(), loops_bmm(s_want, batch, vv, batch, batch, T, T, dh), tol * 10);
+    check_close(s.to_vector(), s_want, tol, /*rtol=*/0);
+    check_close(o.to_vector(), loops_bmm(s_want, batch, vv, batch, batch, T, T, dh), tol * 10, /*rtol=*/0);
 
     // loss = sum(o * G): dO = G; dS = G V^T; dV = S^T G; dQ = dS K; dK = dS^T Q
     Tensor G = Tensor::normal({batch, T, dh}, 0, 1, g, dt);
     ops::sum(ops::mul(o, G)).backward();
     const auto gv = G.to_vector();
     const auto ds = loops_bmm(gv, batch, transposed(v), batch, batch, T, dh, T);
-    check_close(v.grad().to_vector(), loops_bmm(transposed(s.detach()), batch, gv, batch, batch, T, T, dh), tol * 10);
-    check_close(q.grad().to_vector(), loops_bmm(ds, batch, k.detach().to_vector(), batch, batch, T, T, dh), tol * 10);
+    check_close(v.grad().to_vector(), loops_bmm(transposed(s.detach()), batch, gv, batch, batch, T, T, dh), tol * 10, /*rtol=*/0);
+    check_close(q.grad().to_vector(), loops_bmm(ds, batch, k.detach().to_vector(), batch, batch, T, T, dh), tol * 10, /*rtol=*/0);
     Tensor dsT = Tensor::from(ds, {batch, T, T}, DType::f64);
-    check_close(k.grad().to_vector(), loops_bmm(transposed(dsT), batch, qv, batch, batch, T, T, dh), tol * 10);
+    check_close(k.grad().to_vector(), loops_bmm(transposed(dsT), batch, qv, batch, batch, T, T, dh), tol * 10, /*rtol=*/0);
   }
 }
 
@@ -102,7 +97,7 @@ TEST_CASE("a broadcast operand's gradient sums over the batch (serial path) whil
   a.set_requires_grad(true);
   b.set_requires_grad(true);
   Tensor c = ops::matmul(a, b);
-  check_close(c.to_vector(), loops_bmm(a.to_vector(), 1, b.to_vector(), batch, batch, m, k, n), 1e-11);
+  check_close(c.to_vector(), loops_bmm(a.to_vector(), 1, b.to_vector(), batch, batch, m, k, n), 1e-11, /*rtol=*/0);
   ops::sum(c).backward();
   // d(sum C)/dA = sum_b 1 B_b^T: every row of dA is the row sums of B, summed over the batch
   std::vector<double> da(static_cast<std::size_t>(m * k), 0.0), db(static_cast<std::size_t>(batch * k * n), 0.0);
@@ -120,8 +115,8 @@ TEST_CASE("a broadcast operand's gradient sums over the batch (serial path) whil
       for (std::int64_t r = 0; r < m; ++r) col += av[static_cast<std::size_t>(r * k + t)];
       for (std::int64_t j = 0; j < n; ++j) db[static_cast<std::size_t>((i * k + t) * n + j)] = col;
     }
-  check_close(a.grad().to_vector(), da, 1e-10);
-  check_close(b.grad().to_vector(), db, 1e-10);
+  check_close(a.grad().to_vector(), da, 1e-10, /*rtol=*/0);
+  check_close(b.grad().to_vector(), db, 1e-10, /*rtol=*/0);
 }
 
 TEST_CASE("the threaded batch restores the BLAS thread count") {
@@ -214,7 +209,7 @@ TEST_CASE("attention-sized batched matmul (16 x 16 heads) over threads equals pl
   Tensor s = ops::matmul(q, k.transpose(1, 2), 0.25);
   std::vector<double> want = loops_bmm(q.to_vector(), batch, transposed(k), batch, batch, T, dh, T);
   for (auto& w : want) w *= 0.25;
-  check_close(s.to_vector(), want, 1e-12);
+  check_close(s.to_vector(), want, 1e-12, /*rtol=*/0);
   Tensor G = Tensor::normal({batch, T, T}, 0, 1, g, DType::f64);
   ops::sum(ops::mul(s, G)).backward();
   // dQ = 0.25 G K; dK = 0.25 G^T Q
@@ -222,6 +217,6 @@ TEST_CASE("attention-sized batched matmul (16 x 16 heads) over threads equals pl
   std::vector<double> dk = loops_bmm(transposed(G), batch, q.detach().to_vector(), batch, batch, T, T, dh);
   for (auto& v : dq) v *= 0.25;
   for (auto& v : dk) v *= 0.25;
-  check_close(q.grad().to_vector(), dq, 1e-12);
-  check_close(k.grad().to_vector(), dk, 1e-12);
+  check_close(q.grad().to_vector(), dq, 1e-12, /*rtol=*/0);
+  check_close(k.grad().to_vector(), dk, 1e-12, /*rtol=*/0);
 }

@@ -9,8 +9,11 @@
 #include "framework/autograd.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
+using test_support::contains;
+using test_support::randn;
 
 namespace {
 
@@ -19,35 +22,15 @@ using V = std::vector<double>;
 Tensor T(const V& v, const Dims& s, DType d = DType::f64) { return Tensor::from(v, s, d); }
 Tensor I(const std::vector<std::int64_t>& v, const Dims& s) { return Tensor::from_ints(v, s); }
 
-Tensor randn(const Dims& s, std::uint64_t seed, DType d = DType::f64) {
-  Generator g(seed);
-  return Tensor::normal(s, 0.0, 1.0, g, d);
-}
-
+// Shape and values (close within tol, see test_support::check_close).
 void check_values(const Tensor& t, const Dims& shape, const V& want, double tol = 1e-12) {
   CHECK(t.shape() == shape);
-  const V got = t.to_vector();
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    CHECK_MESSAGE(got[i] == doctest::Approx(want[i]).epsilon(tol).scale(1.0), "element " << i);
+  test_support::check_close(t, want, tol);
 }
 
-// The message of the std::invalid_argument that f throws ("" if it throws nothing, and a
-// failed check if it throws anything else).
-template <typename F> std::string invalid_arg(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    FAIL_CHECK("expected std::invalid_argument, got another exception: " << e.what());
-    return e.what();
-  }
-  FAIL_CHECK("expected std::invalid_argument, nothing was thrown");
-  return "";
-}
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+// Every error here is std::invalid_argument naming the op and the shapes.
+template <typename F> std::string invalid_arg(F&& f) { return test_support::error_of<std::invalid_argument>(f); }
 
 // Reference matmul for rank >= 2 operands with broadcast batch dims: plain loops over the
 // logical (row-major) values, no strides, no BLAS.
@@ -446,15 +429,15 @@ TEST_CASE("ops: errors name the op and the shapes") {
   {
     const std::string m = invalid_arg(
         [&] { ops::matmul(Tensor::zeros({2, 2, 3}, DType::f64), Tensor::zeros({3, 3, 4}, DType::f64)); });
-    CHECK(has(m, "matmul:"));
-    CHECK(has(m, "[2, 2, 3]"));
-    CHECK(has(m, "[3, 3, 4]"));
+    CHECK(contains(m, "matmul:"));
+    CHECK(contains(m, "[2, 2, 3]"));
+    CHECK(contains(m, "[3, 3, 4]"));
   }
   {
     const std::string m = invalid_arg([&] { ops::matmul(a23, Tensor::zeros({3, 2}, DType::f32)); });
     CHECK(m == "matmul: dtypes differ: [2, 3] float64 @ [3, 2] float32");
   }
-  CHECK(has(invalid_arg([&] { ops::matmul(Tensor::zeros({}, DType::f64), a23); }), "matmul: "));
+  CHECK(contains(invalid_arg([&] { ops::matmul(Tensor::zeros({}, DType::f64), a23); }), "matmul: "));
 
   // elementwise
   CHECK(invalid_arg([&] { ops::add(a23, Tensor::zeros({4}, DType::f64)); }) ==
@@ -471,18 +454,18 @@ TEST_CASE("ops: errors name the op and the shapes") {
         "mul: expected a float32 or float64 tensor, got int64");
   CHECK(invalid_arg([&] { ops::exp(Tensor::zeros({2}, DType::i64)); }) ==
         "exp: expected a float32 or float64 tensor, got int64");
-  CHECK(has(invalid_arg([&] { ops::neg(Tensor::zeros({2}, DType::bool8)); }), "neg: "));
-  CHECK(has(invalid_arg([&] { ops::rdiv_scalar(Tensor::zeros({2}, DType::i64), 1.0); }), "rdiv_scalar: "));
+  CHECK(contains(invalid_arg([&] { ops::neg(Tensor::zeros({2}, DType::bool8)); }), "neg: "));
+  CHECK(contains(invalid_arg([&] { ops::rdiv_scalar(Tensor::zeros({2}, DType::i64), 1.0); }), "rdiv_scalar: "));
 
   // shape ops
   CHECK(invalid_arg([&] { ops::reshape(a23, {4}); }) == "reshape: cannot reshape [2, 3] (6 elements) into [4] (4 elements)");
   CHECK(invalid_arg([&] { ops::reshape(a23, {4, -1}); }) == "reshape: cannot reshape [2, 3] into [4, -1]");
   CHECK(invalid_arg([&] { ops::reshape(a23, {-1, -1}); }) == "reshape: only one -1 allowed in shape [-1, -1]");
-  CHECK(has(invalid_arg([&] { a23.transpose(0, 1).view({6}); }), "view: tensor of shape [3, 2]"));
+  CHECK(contains(invalid_arg([&] { a23.transpose(0, 1).view({6}); }), "view: tensor of shape [3, 2]"));
   {
     const std::string m = invalid_arg([&] { ops::permute(a23, {0, 0}); });
-    CHECK(has(m, "permute: order [0, 0] repeats axis 0"));
-    CHECK(has(m, "[2, 3]"));
+    CHECK(contains(m, "permute: order [0, 0] repeats axis 0"));
+    CHECK(contains(m, "[2, 3]"));
   }
   CHECK(invalid_arg([&] { ops::permute(a23, {0, 1, 2}); }) ==
         "permute: order [0, 1, 2] does not match a tensor of shape [2, 3]");
@@ -494,8 +477,8 @@ TEST_CASE("ops: errors name the op and the shapes") {
   CHECK(invalid_arg([&] { ops::slice(a23, 2, 0, 1); }) == "slice: axis 2 is out of range for a tensor of rank 2");
   CHECK(invalid_arg([&] { ops::concat({a23, Tensor::zeros({3, 3}, DType::f64)}, 1); }) ==
         "concat: shapes [2, 3] and [3, 3] (float64 and float64) do not match off axis 1");
-  CHECK(has(invalid_arg([&] { ops::concat({a23, Tensor::zeros({2, 3})}, 0); }), "float32"));
-  CHECK(has(invalid_arg([&] { ops::concat({a23, Tensor::zeros({6}, DType::f64)}, 0); }), "[6]"));
+  CHECK(contains(invalid_arg([&] { ops::concat({a23, Tensor::zeros({2, 3})}, 0); }), "float32"));
+  CHECK(contains(invalid_arg([&] { ops::concat({a23, Tensor::zeros({6}, DType::f64)}, 0); }), "[6]"));
   CHECK(invalid_arg([&] { ops::concat({}, 0); }) == "concat: no tensors given");
   CHECK(invalid_arg([&] { ops::concat({a23}, -3); }) == "concat: axis -3 is out of range for a tensor of rank 2");
 
@@ -543,9 +526,9 @@ TEST_CASE("ops: errors name the op and the shapes") {
         "embedding: index must be int64, got float32 of shape [2]");
   {
     const std::string m = invalid_arg([&] { ops::embedding(x32, I({0, 3}, {2})); });
-    CHECK(has(m, "embedding:"));
-    CHECK(has(m, "3"));
-    CHECK(has(m, "[3, 2]"));
+    CHECK(contains(m, "embedding:"));
+    CHECK(contains(m, "3"));
+    CHECK(contains(m, "[3, 2]"));
   }
 }
 

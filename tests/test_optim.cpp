@@ -9,9 +9,13 @@
 #include <vector>
 
 #include "framework/optim/optimizer.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using namespace headgrad::optim;
+using test_support::check_close;
+using test_support::contains;
+using test_support::error_of;
 
 namespace {
 
@@ -25,27 +29,6 @@ Tensor param(const std::vector<double>& v) {
 // Sets p.grad to `g` (what a backward would have accumulated).
 void set_grad(const Tensor& p, const std::vector<double>& g) {
   p.impl()->grad = Tensor::from(g, p.shape(), p.dtype()).impl_ptr();
-}
-
-template <typename E, typename F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<wrong exception type> ") + e.what();
-  }
-  return "<no exception>";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-void check_close(const Tensor& t, const std::vector<double>& want, double tol = 1e-12) {
-  const auto got = t.to_vector();
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element ", i, ": got ", got[i], ", want ", want[i]);
-    CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
-  }
 }
 
 // The three gradients every test feeds, and the starting values.

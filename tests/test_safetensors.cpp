@@ -16,10 +16,15 @@
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using namespace headgrad::io;
 namespace fs = std::filesystem;
+using test_support::contains;
+using test_support::error_of;
+using test_support::read_file;
+using test_support::write_file;
 
 namespace {
 
@@ -33,19 +38,6 @@ std::string file_of(const std::string& header, const std::string& data = "") {
   return le64(header.size()) + header + data;
 }
 SafetensorsFile parse(const std::string& bytes) { return parse_safetensors(bytes.data(), bytes.size(), "bad.st"); }
-
-// The message of the exception of type E thrown by f, or a marker saying what happened instead.
-template <typename E, typename F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<wrong exception type> ") + e.what();
-  }
-  return "<no exception>";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Parsing `bytes` must throw std::invalid_argument with one message "bad.st: <problem>" where
 // <problem> contains `expected`.
@@ -69,38 +61,6 @@ std::string bytes_of(const Tensor& t) {
 }
 
 // A fresh directory under the system temp dir, removed with everything in it at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / fmt::format("headgrad_test_safetensors_{}_{}", ::getpid(), n++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-  // Names of leftover temporary files ("<name>.tmp.<pid>.<n>") anywhere in the directory.
-  std::vector<std::string> temp_files() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::recursive_directory_iterator(path))
-      if (contains(e.path().filename().string(), ".tmp.")) out.push_back(e.path().string());
-    return out;
-  }
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 // A set of tensors covering every dtype and layout the writer must handle.
 NamedTensors sample_tensors() {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
@@ -164,7 +124,7 @@ TEST_CASE("safetensors: round trip of every dtype and layout, in memory and on d
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   CHECK(n % 8 == 0);
 
-  TempDir dir;
+  const test_support::TempDir dir("test_safetensors");
   save_safetensors(dir / "a.safetensors", tensors, meta);
   CHECK(read_file(dir / "a.safetensors") == bytes); // save writes exactly what encode returns
   const SafetensorsFile disk = load_safetensors(dir / "a.safetensors");
@@ -277,7 +237,7 @@ TEST_CASE("safetensors: refuses a truncated or mislabelled length prefix") {
 
 TEST_CASE("safetensors: refuses a header over the 100 MB limit before reading it") {
   // A sparse file: 100 MB + 1 of header length, no disk space used, nothing read or allocated.
-  TempDir dir;
+  const test_support::TempDir dir("test_safetensors");
   const std::string path = dir / "huge.safetensors";
   write_file(path, le64(kMaxSafetensorsHeaderBytes + 1) + "{");
   fs::resize_file(path, 8 + kMaxSafetensorsHeaderBytes + 1);
@@ -468,7 +428,7 @@ TEST_CASE("safetensors: a header of 25k tensors parses in linear time") {
 }
 
 TEST_CASE("safetensors: load errors name the path") {
-  TempDir dir;
+  const test_support::TempDir dir("test_safetensors");
   const std::string missing = dir / "missing.safetensors";
   const std::string m1 = error_of<std::runtime_error>([&] { (void)load_safetensors(missing); });
   CHECK(m1 == missing + ": cannot open for reading: No such file or directory");
@@ -497,7 +457,7 @@ TEST_CASE("safetensors: writer input errors") {
   CHECK(contains(error_of<std::invalid_argument>([&] { (void)encode_safetensors({}, {{"k", "\xc3"}}); }),
                  "is not valid UTF-8"));
   // save: refused before any file is touched.
-  TempDir dir;
+  const test_support::TempDir dir("test_safetensors");
   const std::string path = dir / "x.safetensors";
   CHECK(error_of<std::invalid_argument>([&] { save_safetensors(path, {{"a", t}, {"a", t}}); }) ==
         path + ": duplicate tensor name \"a\"");
@@ -505,7 +465,7 @@ TEST_CASE("safetensors: writer input errors") {
 }
 
 TEST_CASE("safetensors: save is atomic - a failed save leaves the old file and no temporary") {
-  TempDir dir;
+  const test_support::TempDir dir("test_safetensors");
   const std::string path = dir / "ckpt.safetensors";
   const NamedTensors v1 = {{"w", Tensor::from({1, 2, 3}, {3}, DType::f32)}};
   const NamedTensors v2 = {{"w", Tensor::from({4, 5, 6, 7}, {4}, DType::f64)}, {"step", Tensor::from_ints({2}, {1})}};
