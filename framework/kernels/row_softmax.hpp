@@ -47,6 +47,13 @@ inline void softmax_row(T* yr, const T* xr, std::int64_t len, const std::uint8_t
 // exists: masked_softmax forward of the large bench config went from 9.8 to 4.8 ms per step.
 void softmax_row_f32(float* yr, const float* xr, std::int64_t len, const std::uint8_t* kr, std::int64_t cols);
 
+// One row for either float type: the AVX2-cloned float kernel, or the template for double.
+template <typename T>
+inline void softmax_row_any(T* yr, const T* xr, std::int64_t len, const std::uint8_t* kr, std::int64_t cols) {
+  if constexpr (sizeof(T) == 4) softmax_row_f32(yr, xr, len, kr, cols);
+  else softmax_row<T>(yr, xr, len, kr, cols);
+}
+
 // y[r, :] = softmax over the keys of row r that are kept; others 0.
 // Kept keys: j < lens[r] (lens == nullptr: all), and keep[r*cols + j] != 0 (keep == nullptr: all).
 template <typename T>
@@ -56,8 +63,7 @@ void softmax_forward(T* y, const T* x, const std::int64_t* lens, const std::uint
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t len = lens ? std::min<std::int64_t>(lens[r], cols) : cols;
     const std::uint8_t* kr = keep ? keep + r * cols : nullptr;
-    if constexpr (sizeof(T) == 4) softmax_row_f32(y + r * cols, x + r * cols, len, kr, cols);
-    else softmax_row<T>(y + r * cols, x + r * cols, len, kr, cols);
+    softmax_row_any<T>(y + r * cols, x + r * cols, len, kr, cols);
   }
 }
 
@@ -67,19 +73,19 @@ void softmax_forward(T* y, const T* x, const std::int64_t* lens, const std::uint
 // shapes:   x, y, dy, dx: (rows, cols); masked entries have y = 0, so dx = 0 there, and a row
 //           with nothing kept gets dx = 0.
 // first_write: dx is fresh (see GradBuffer in autograd.hpp): written with `=` instead of `+=`.
+// One row of it. dr may be gr itself (each element is read before it is written).
+template <typename T> inline void softmax_row_backward(T* dr, bool first_write, const T* gr, const T* yr, std::int64_t cols) {
+  const T dot = dot_lanes(gr, yr, cols);
+  if (first_write)
+    for (std::int64_t j = 0; j < cols; ++j) dr[j] = yr[j] * (gr[j] - dot);
+  else
+    for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
+}
+
 template <typename T>
 void softmax_backward(T* dx, bool first_write, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
 #pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* yr = y + r * cols;
-    const T* gr = dy + r * cols;
-    T* dr = dx + r * cols;
-    const T dot = dot_lanes(gr, yr, cols);
-    if (first_write)
-      for (std::int64_t j = 0; j < cols; ++j) dr[j] = yr[j] * (gr[j] - dot);
-    else
-      for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
-  }
+  for (std::int64_t r = 0; r < rows; ++r) softmax_row_backward(dx + r * cols, first_write, dy + r * cols, y + r * cols, cols);
 }
 
 // y = x - max - log(sum exp(x - max)) per row.

@@ -47,7 +47,7 @@ inline void small_gemm_dispatch(bool ta, bool tb, std::int64_t m, std::int64_t n
 
 } // namespace
 
-// The float version is cloned for AVX2 like softmax_row_f32 (see softmax_row.cpp for why not
+// The float version is cloned for AVX2 like softmax_row_f32 (see row_softmax_f32.cpp for why not
 // under the sanitizers); double serves the float64 gradient checks.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 __attribute__((target_clones("avx2", "default"), flatten))

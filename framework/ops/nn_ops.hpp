@@ -25,6 +25,26 @@ Tensor causal_softmax(const Tensor& x);
 // Boolean key mask, keep: bool8 (B, Tk) or (B, Tq, Tk); TRUE MEANS KEEP (attend), false masks.
 Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep);
 
+// ---- fused multi-head attention (attention.cpp) ----------------------------------------------
+// The keys each query may attend to. Any combination; a query that keeps no key outputs zeros and
+// passes no gradient (as masked_softmax with a zero length).
+struct AttentionMask {
+  Tensor valid_lens;   // undefined, or int64 (B) or (B, Tq): key j kept when j < valid_lens (d2l)
+  bool causal = false; // key j kept only when j <= query i
+  Tensor keep;         // undefined, or bool (B, Tk) or (B, Tq, Tk): true keeps
+};
+// d2l's multi-head attention after the projections, as one op: q (B, Tq, C), k and v (B, Tk, C)
+// with C = heads * head_dim, each head the C / heads columns of its index; returns (B, Tq, C),
+// the heads side by side (what transpose_output gives). Equal to transpose_qkv ->
+// DotProductAttention -> transpose_output (dropout 0). scale 0 means 1 / sqrt(head_dim).
+// `weights`, if given, receives the attention weights (B, heads, Tq, Tk).
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads,
+                 const AttentionMask& mask = {}, Tensor* weights = nullptr, double scale = 0);
+// Self-attention from one packed projection qkv (B, T, 3C) = [q | k | v] (one gemm for the three
+// projections); its gradient is written into d(qkv) directly.
+Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask& mask = {},
+                      Tensor* weights = nullptr, double scale = 0);
+
 // ---- linear (linear.cpp) ----------------------------------------------------------------------
 // y = x W^T + b for x (..., in), weight (out, in), bias (out) or undefined. One gemm each way,
 // transposition by BLAS flags.

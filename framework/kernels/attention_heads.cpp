@@ -1,0 +1,262 @@
+// attention_heads.cpp - see attention_heads.hpp. Read head_forward and head_backward first: one
+// (batch, head) pair on one screen, each backward line reversing the forward line with its number.
+#include "framework/kernels/attention_heads.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "framework/kernels/gemm_batched.hpp"
+#include "framework/kernels/row_softmax.hpp"
+#include "framework/kernels/small_gemm.hpp"
+#include "framework/kernels/vec_math.hpp"
+
+namespace headgrad::kernels {
+namespace {
+
+// One gemm on the calling thread: the loop kernel for tiny matrices (attention at T = 16, dh = 16),
+// BLAS otherwise. (The callers already run one (batch, head) pair per thread.)
+template <typename T>
+void gemm1(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda,
+           const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m <= kSmallGemmMax && n <= kSmallGemmMax && k <= kSmallGemmMax)
+    small_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// One (batch, head) pair: its matrices (row strides from the layout) and the keys its rows keep.
+template <typename T> struct Head {
+  std::int64_t Tq, Tk, dh;
+  const T *Q, *K, *V; // Tq x dh, Tk x dh, Tk x dh
+  std::int64_t ldq, ldk, ldv, ldo;
+  const std::int64_t* lens;  // this batch row's Tq lengths, or null
+  const std::uint8_t* keep;  // this batch row's Tq x Tk keep flags, or null
+  std::int64_t len(std::int64_t i) const { return lens ? std::min(lens[i], Tk) : Tk; }
+  const std::uint8_t* keep_row(std::int64_t i) const { return keep ? keep + i * Tk : nullptr; }
+};
+
+template <typename T> Head<T> head_at(const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
+                                      std::int64_t b, std::int64_t h) {
+  return {L.Tq, L.Tk, L.dh,
+          q + b * L.q_batch + h * L.dh, k + b * L.k_batch + h * L.dh, v + b * L.v_batch + h * L.dh,
+          L.q_row, L.k_row, L.v_row, L.o_row,
+          kept.lens ? kept.lens + b * L.Tq : nullptr, kept.keep ? kept.keep + b * L.Tq * L.Tk : nullptr};
+}
+
+template <typename T> T beta_of(bool first_write) { return first_write ? T(0) : T(1); }
+
+// ---- one head, keeping P ------------------------------------------------------------------------
+// forward, for one (batch, head) pair: O (Tq x dh) and P (Tq x Tk, contiguous)
+template <typename T> void head_forward(T* O, T* P, const Head<T>& h, T scale) {
+  const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
+  gemm1(false, true, Tq, Tk, dh, scale, h.Q, h.ldq, h.K, h.ldk, T(0), P, Tk);   // (1) S = scale Q K^T
+  for (std::int64_t i = 0; i < Tq; ++i)                                         // (2) P = softmax(S) over kept keys
+    softmax_row_any(P + i * Tk, P + i * Tk, h.len(i), h.keep_row(i), Tk);        //     (masked: 0; none kept: row 0)
+  gemm1(false, false, Tq, dh, Tk, T(1), P, Tk, h.V, h.ldv, T(0), O, h.ldo);      // (3) O = P V
+}
+
+// backward, for one pair: dO in, dQ / dK / dV out (each may be null); dP: Tq x Tk scratch
+template <typename T>
+void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first, T* dP, const T* dO, const T* P,
+                   const Head<T>& h, T scale) {
+  const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
+  if (dV) gemm1(true, false, Tk, dh, Tq, T(1), P, Tk, dO, h.ldo, beta_of<T>(v_first), dV, h.ldv); // (3) dV = P^T dO
+  if (!dQ && !dK) return;
+  gemm1(false, true, Tq, Tk, dh, T(1), dO, h.ldo, h.V, h.ldv, T(0), dP, Tk);      // (3) dP = dO V^T
+  for (std::int64_t i = 0; i < Tq; ++i)                                          // (2) dS = P (dP - rowsum(dP P))
+    softmax_row_backward(dP + i * Tk, true, dP + i * Tk, P + i * Tk, Tk);         //     (in place: dS replaces dP)
+  const T* dS = dP;
+  if (dQ) gemm1(false, false, Tq, dh, Tk, scale, dS, Tk, h.K, h.ldk, beta_of<T>(q_first), dQ, h.ldq); // (1) dQ = s dS K
+  if (dK) gemm1(true, false, Tk, dh, Tq, scale, dS, Tk, h.Q, h.ldq, beta_of<T>(k_first), dK, h.ldk);  // (1) dK = s dS^T Q
+}
+
+// ---- one head, FlashAttention-2 tiling ----------------------------------------------------------
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The keys query rows [i0, i0 + rows) need: up to the longest kept prefix among them.
+template <typename T> std::int64_t keys_needed(const Head<T>& h, std::int64_t i0, std::int64_t rows) {
+  if (!h.lens) return h.Tk;
+  std::int64_t n = 0;
+  for (std::int64_t r = 0; r < rows; ++r) n = std::max(n, h.len(i0 + r));
+  return n;
+}
+
+// Sets the masked entries of score row i (keys j0 .. j0 + n) to -inf.
+template <typename T> void mask_row(T* s, const Head<T>& h, std::int64_t i, std::int64_t j0, std::int64_t n) {
+  const std::int64_t kept = std::clamp<std::int64_t>(h.len(i) - j0, 0, n);
+  const std::uint8_t* kr = h.keep_row(i);
+  for (std::int64_t c = 0; c < n; ++c)
+    if (c >= kept || (kr && !kr[j0 + c])) s[c] = static_cast<T>(-kInf);
+}
+
+template <typename T> struct FlashScratch {
+  std::vector<T> S, dP, O, m, l, D;
+};
+
+// forward, one pair: for each tile of query rows, stream over key tiles keeping the running max m,
+// the running sum l of exp(s - m) and the unnormalised output; O = acc / l, lse = m + log l.
+template <typename T> void head_flash_forward(T* O, T* lse, const Head<T>& h, T scale, FlashScratch<T>& w) {
+  const std::int64_t dh = h.dh;
+  for (std::int64_t i0 = 0; i0 < h.Tq; i0 += kFlashQueryTile) {
+    const std::int64_t br = std::min(kFlashQueryTile, h.Tq - i0), kend = keys_needed(h, i0, br);
+    std::fill(w.m.begin(), w.m.begin() + br, static_cast<T>(-kInf));
+    std::fill(w.l.begin(), w.l.begin() + br, T(0));
+    std::fill(w.O.begin(), w.O.begin() + br * dh, T(0));
+    for (std::int64_t j0 = 0; j0 < kend; j0 += kFlashKeyTile) {
+      const std::int64_t bc = std::min(kFlashKeyTile, kend - j0);
+      T* S = w.S.data();
+      gemm1(false, true, br, bc, dh, scale, h.Q + i0 * h.ldq, h.ldq, h.K + j0 * h.ldk, h.ldk, T(0), S, bc);
+      for (std::int64_t r = 0; r < br; ++r) {
+        T* s = S + r * bc;
+        mask_row(s, h, i0 + r, j0, bc);
+        const T m_new = std::max(w.m[r], max_lanes(s, bc));
+        if (m_new == static_cast<T>(-kInf)) { // nothing kept in this row so far
+          std::fill(s, s + bc, T(0));
+          continue;
+        }
+        const T alpha = exp_any(w.m[r] - m_new); // rescales what was summed under the old max
+        for (std::int64_t c = 0; c < bc; ++c) s[c] = exp_any(s[c] - m_new);
+        w.l[r] = alpha * w.l[r] + sum_lanes(s, bc);
+        for (std::int64_t c = 0; c < dh; ++c) w.O[r * dh + c] *= alpha;
+        w.m[r] = m_new;
+      }
+      gemm1(false, false, br, dh, bc, T(1), S, bc, h.V + j0 * h.ldv, h.ldv, T(1), w.O.data(), dh);
+    }
+    for (std::int64_t r = 0; r < br; ++r) {
+      T* orow = O + (i0 + r) * h.ldo;
+      const T l = w.l[r];
+      for (std::int64_t c = 0; c < dh; ++c) orow[c] = l > 0 ? w.O[r * dh + c] / l : T(0);
+      lse[i0 + r] = l > 0 ? w.m[r] + std::log(l) : static_cast<T>(kInf);
+    }
+  }
+}
+
+// Zeroes a head's rows x dh slice (a first write that the tiles then add into).
+template <typename T> void zero_head(T* x, std::int64_t rows, std::int64_t dh, std::int64_t ld) {
+  for (std::int64_t i = 0; i < rows; ++i) std::fill(x + i * ld, x + i * ld + dh, T(0));
+}
+
+// backward, one pair: per tile pair, P = exp(S - lse) recomputed, then the same lines as
+// head_backward with D = rowsum(dO O) standing for rowsum(dP P) (equal: O = P V).
+template <typename T>
+void head_flash_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first, const T* dO, const T* O,
+                         const T* lse, const Head<T>& h, T scale, FlashScratch<T>& w) {
+  const std::int64_t dh = h.dh;
+  if (dQ && q_first) zero_head(dQ, h.Tq, dh, h.ldq);
+  if (dK && k_first) zero_head(dK, h.Tk, dh, h.ldk);
+  if (dV && v_first) zero_head(dV, h.Tk, dh, h.ldv);
+  for (std::int64_t i = 0; i < h.Tq; ++i) w.D[i] = dot_lanes(dO + i * h.ldo, O + i * h.ldo, dh);
+  for (std::int64_t i0 = 0; i0 < h.Tq; i0 += kFlashQueryTile) {
+    const std::int64_t br = std::min(kFlashQueryTile, h.Tq - i0), kend = keys_needed(h, i0, br);
+    const T* Qi = h.Q + i0 * h.ldq;
+    const T* dOi = dO + i0 * h.ldo;
+    for (std::int64_t j0 = 0; j0 < kend; j0 += kFlashKeyTile) {
+      const std::int64_t bc = std::min(kFlashKeyTile, kend - j0);
+      T *P = w.S.data(), *dP = w.dP.data();
+      gemm1(false, true, br, bc, dh, scale, Qi, h.ldq, h.K + j0 * h.ldk, h.ldk, T(0), P, bc); // (1) S = s Q K^T
+      for (std::int64_t r = 0; r < br; ++r) {                                               // (2) P = exp(S - lse)
+        T* p = P + r * bc;
+        mask_row(p, h, i0 + r, j0, bc);
+        const T l = lse[i0 + r];
+        for (std::int64_t c = 0; c < bc; ++c) p[c] = l == static_cast<T>(kInf) ? T(0) : exp_any(p[c] - l);
+      }
+      if (dV) gemm1(true, false, bc, dh, br, T(1), P, bc, dOi, h.ldo, T(1), dV + j0 * h.ldv, h.ldv); // (3) dV += P^T dO
+      if (!dQ && !dK) continue;
+      gemm1(false, true, br, bc, dh, T(1), dOi, h.ldo, h.V + j0 * h.ldv, h.ldv, T(0), dP, bc);      // (3) dP = dO V^T
+      for (std::int64_t r = 0; r < br; ++r)                                                        // (2) dS = P (dP - D)
+        for (std::int64_t c = 0; c < bc; ++c) dP[r * bc + c] = P[r * bc + c] * (dP[r * bc + c] - w.D[i0 + r]);
+      if (dQ) gemm1(false, false, br, dh, bc, scale, dP, bc, h.K + j0 * h.ldk, h.ldk, T(1), dQ + i0 * h.ldq, h.ldq);
+      if (dK) gemm1(true, false, bc, dh, br, scale, dP, bc, Qi, h.ldq, T(1), dK + j0 * h.ldk, h.ldk); // (1) dQ, dK
+    }
+  }
+}
+
+// ---- all pairs ------------------------------------------------------------------------------------
+// Runs f(b, h) for every (batch, head) pair, spread over the OpenMP threads when the work pays for
+// the hand-off (BLAS kept to one thread meanwhile, as for any batch of gemms).
+template <typename F> void for_each_head(const HeadsLayout& L, F&& f) {
+  const std::int64_t pairs = L.B * L.H;
+  auto one = [&](std::int64_t i) { f(i / L.H, i % L.H); };
+  if (small_batch_in_parallel(pairs, L.Tq, L.Tk, L.dh, /*distinct_outputs=*/true))
+    run_blas_parallel(pairs, [](void* ctx, std::int64_t i) { (*static_cast<decltype(one)*>(ctx))(i); }, &one);
+  else
+    for (std::int64_t i = 0; i < pairs; ++i) one(i);
+}
+
+template <typename T> T* at_or_null(T* base, std::int64_t offset) { return base ? base + offset : nullptr; }
+
+} // namespace
+
+template <typename T>
+void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
+                       T scale) {
+  for_each_head(L, [&](std::int64_t b, std::int64_t h) {
+    thread_local std::vector<T> scratch;
+    T* P = p;
+    if (P) {
+      P += (b * L.H + h) * L.Tq * L.Tk;
+    } else {
+      scratch.resize(static_cast<std::size_t>(L.Tq * L.Tk));
+      P = scratch.data();
+    }
+    head_forward(o + b * L.o_batch + h * L.dh, P, head_at(q, k, v, L, kept, b, h), scale);
+  });
+}
+
+template <typename T>
+void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
+                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale) {
+  for_each_head(L, [&](std::int64_t b, std::int64_t h) {
+    thread_local std::vector<T> dP;
+    dP.resize(static_cast<std::size_t>(L.Tq * L.Tk));
+    head_backward(at_or_null(dq, b * L.q_batch + h * L.dh), dq_first, at_or_null(dk, b * L.k_batch + h * L.dh),
+                  dk_first, at_or_null(dv, b * L.v_batch + h * L.dh), dv_first, dP.data(),
+                  dout + b * L.o_batch + h * L.dh, p + (b * L.H + h) * L.Tq * L.Tk, head_at(q, k, v, L, {}, b, h),
+                  scale);
+  });
+}
+
+template <typename T>
+void flash_attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, const HeadsLayout& L,
+                             const KeptKeys& kept, T scale) {
+  for_each_head(L, [&](std::int64_t b, std::int64_t h) {
+    thread_local FlashScratch<T> w;
+    w.S.resize(static_cast<std::size_t>(kFlashQueryTile * kFlashKeyTile));
+    w.O.resize(static_cast<std::size_t>(kFlashQueryTile * L.dh));
+    w.m.resize(static_cast<std::size_t>(kFlashQueryTile));
+    w.l.resize(static_cast<std::size_t>(kFlashQueryTile));
+    head_flash_forward(o + b * L.o_batch + h * L.dh, lse + (b * L.H + h) * L.Tq, head_at(q, k, v, L, kept, b, h),
+                       scale, w);
+  });
+}
+
+template <typename T>
+void flash_attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout,
+                              const T* o, const T* lse, const T* q, const T* k, const T* v, const HeadsLayout& L,
+                              const KeptKeys& kept, T scale) {
+  for_each_head(L, [&](std::int64_t b, std::int64_t h) {
+    thread_local FlashScratch<T> w;
+    w.S.resize(static_cast<std::size_t>(kFlashQueryTile * kFlashKeyTile));
+    w.dP.resize(static_cast<std::size_t>(kFlashQueryTile * kFlashKeyTile));
+    w.D.resize(static_cast<std::size_t>(L.Tq));
+    const std::int64_t od = b * L.o_batch + h * L.dh;
+    head_flash_backward(at_or_null(dq, b * L.q_batch + h * L.dh), dq_first, at_or_null(dk, b * L.k_batch + h * L.dh),
+                        dk_first, at_or_null(dv, b * L.v_batch + h * L.dh), dv_first, dout + od, o + od,
+                        lse + (b * L.H + h) * L.Tq, head_at(q, k, v, L, kept, b, h), scale, w);
+  });
+}
+
+#define HEADGRAD_ATTENTION_INSTANCES(T)                                                                             \
+  template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const HeadsLayout&, const KeptKeys&, T); \
+  template void attention_backward<T>(T*, bool, T*, bool, T*, bool, const T*, const T*, const T*, const T*,       \
+                                      const T*, const HeadsLayout&, T);                                            \
+  template void flash_attention_forward<T>(T*, T*, const T*, const T*, const T*, const HeadsLayout&,                \
+                                           const KeptKeys&, T);                                                     \
+  template void flash_attention_backward<T>(T*, bool, T*, bool, T*, bool, const T*, const T*, const T*, const T*,  \
+                                            const T*, const T*, const HeadsLayout&, const KeptKeys&, T);
+HEADGRAD_ATTENTION_INSTANCES(float)
+HEADGRAD_ATTENTION_INSTANCES(double)
+
+} // namespace headgrad::kernels
