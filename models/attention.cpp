@@ -117,6 +117,9 @@ Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, co
     throw std::invalid_argument(fmt::format("MultiHeadAttention: expected queries (B, Tq, q), keys (B, Tk, k), values "
                                             "(B, Tk, v); got {}, {}, {}",
                                             queries.shape(), keys.shape(), values.shape()));
+  if (path == AttentionPath::fused && !(training() && attention->dropout->p > 0))
+    return forward_fused(queries, keys, values, valid_lens);
+  fused_weights_ = Tensor();
   // After the projections: (batch_size, Tq or Tk, num_hiddens)
   Tensor q = W_q->forward(queries);
   Tensor k = W_k->forward(keys);
@@ -135,9 +138,36 @@ Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, co
   return W_o->forward(output_concat);
 }
 
+// The same computation as forward(), as one fused op after the projections: d2l's head split,
+// scores, masked softmax, weighted sum and merge are ops::attention (framework/ops/attention.cpp).
+Tensor MultiHeadAttention::forward_fused(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                         const Tensor& valid_lens) {
+  ops::AttentionMask mask;
+  mask.valid_lens = valid_lens;
+  Tensor* weights = keep_weights ? &fused_weights_ : nullptr;
+  Tensor concat; // (batch_size, Tq, num_hiddens), the heads side by side
+  if (queries.same(keys) && keys.same(values)) {
+    // self-attention: the three projections as one gemm over the stacked weights (still three
+    // parameters, W_q, W_k and W_v), and the attention reads q, k, v out of the packed result
+    const Tensor W = ops::concat({W_q->weight, W_k->weight, W_v->weight}, 0);
+    const Tensor b = W_q->bias.defined() ? ops::concat({W_q->bias, W_k->bias, W_v->bias}, 0) : Tensor();
+    concat = ops::self_attention(ops::linear(queries, W, b), num_heads, mask, weights);
+  } else {
+    concat = ops::attention(W_q->forward(queries), W_k->forward(keys), W_v->forward(values), num_heads, mask, weights);
+  }
+  if (!keep_weights) fused_weights_ = Tensor();
+  attention->attention_weights = Tensor(); // the composed path's weights are not this forward's
+  return W_o->forward(concat);
+}
+
 Tensor MultiHeadAttention::attention_weights() const {
+  if (fused_weights_.defined()) return fused_weights_;
   const Tensor& w = attention->attention_weights; // (batch_size * num_heads, Tq, Tk)
-  if (!w.defined()) throw std::logic_error("MultiHeadAttention::attention_weights: call forward() first");
+  if (!w.defined())
+    throw std::logic_error(path == AttentionPath::fused && !keep_weights
+                               ? "MultiHeadAttention::attention_weights: the fused path keeps them only with "
+                                 "keep_weights set (before the forward)"
+                               : "MultiHeadAttention::attention_weights: call forward() first");
   return w.reshape({-1, num_heads, w.shape()[1], w.shape()[2]}); // (batch_size, num_heads, Tq, Tk)
 }
 

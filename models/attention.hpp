@@ -31,6 +31,14 @@ public:
   std::shared_ptr<nn::Dropout> dropout; // registered, so train()/eval() reach it
 };
 
+// How MultiHeadAttention computes: `composed` runs d2l's code op by op (transpose_qkv ->
+// DotProductAttention -> transpose_output), the textbook form that explain and the tests walk
+// through; `fused` runs ops::attention (one op per layer, heads as strides; self-attention with
+// one gemm for the three projections), which training uses. The two agree to float precision
+// (tests/test_fused_attention.cpp). Attention dropout > 0 in training runs composed either way:
+// the fused op has no dropout.
+enum class AttentionPath { composed, fused };
+
 class MultiHeadAttention : public nn::Module {
 public:
   // d2l's signature. Parameters W_q (num_hiddens, query_size), W_k (num_hiddens, key_size),
@@ -47,12 +55,20 @@ public:
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens = Tensor());
   // Self-attention: forward(x, x, x) -> (B, T, embed_dim)
   Tensor forward(const Tensor& x) { return forward(x, x, x); }
-  // The last forward's attention weights as (B, num_heads, Tq, Tk).
+  // The last forward's attention weights as (B, num_heads, Tq, Tk). The fused path keeps them only
+  // when keep_weights is set (they cost B * heads * Tq * Tk values; without them a long sequence
+  // needs memory linear in T); otherwise this throws std::logic_error.
   Tensor attention_weights() const;
 
   std::int64_t num_heads, num_hiddens;
+  AttentionPath path = AttentionPath::composed;
+  bool keep_weights = false;
   std::shared_ptr<DotProductAttention> attention;
   std::shared_ptr<nn::Linear> W_q, W_k, W_v, W_o; // named query/key/value/out in the plain form
+
+private:
+  Tensor forward_fused(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens);
+  Tensor fused_weights_; // (B, num_heads, Tq, Tk) from the last fused forward with keep_weights
 };
 
 } // namespace headgrad::models

@@ -82,10 +82,12 @@ SequenceModel::SequenceModel(const ModelConfig& cfg, std::uint64_t seed, DType d
   pos_encoding = std::make_shared<PositionalEncoding>(cfg.d_model, cfg.dropout, std::max<std::int64_t>(cfg.max_len, 1),
                                                       gen.next_u64(), dtype);
   register_module("pos_encoding", pos_encoding); // no parameters; registered for train()/eval()
-  for (std::int64_t i = 0; i < cfg.layers; ++i)
+  for (std::int64_t i = 0; i < cfg.layers; ++i) {
     blks.push_back(register_module(fmt::format("blks.{}", i),
                                    std::make_shared<TransformerEncoderBlock>(cfg.d_model, cfg.ffn, cfg.heads,
                                                                              cfg.dropout, false, gen, dtype)));
+    blks.back()->attention->path = cfg.attention;
+  }
   dense = register_module("dense", std::make_shared<nn::Linear>(cfg.d_model, cfg.vocab, true, gen, dtype));
 }
 
@@ -98,6 +100,10 @@ Tensor SequenceModel::forward(const Tensor& tokens, const Tensor& valid_lens) {
   Tensor X = pos_encoding->forward(embedding->forward(tokens) * std::sqrt(static_cast<double>(config.d_model)));
   for (auto& blk : blks) X = blk->forward(X, valid_lens); // (B, T, d)
   return dense->forward(X);                                 // (B, T, V)
+}
+
+void SequenceModel::keep_attention_weights(bool on) {
+  for (auto& blk : blks) blk->attention->keep_weights = on;
 }
 
 std::vector<Tensor> SequenceModel::attention_weights() const {

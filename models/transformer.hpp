@@ -53,6 +53,7 @@ public:
 struct ModelConfig {
   std::int64_t vocab = 16, d_model = 64, heads = 4, layers = 2, ffn = 128, max_len = 16;
   double dropout = 0.0;
+  AttentionPath attention = AttentionPath::fused; // same parameters and results either way
   void validate() const; // std::invalid_argument naming the field and the rule
 };
 
@@ -61,8 +62,10 @@ class SequenceModel : public nn::Module {
 public:
   SequenceModel(const ModelConfig& cfg, std::uint64_t seed, DType dtype = DType::f32);
   Tensor forward(const Tensor& tokens, const Tensor& valid_lens);
-  // Attention weights of every block from the last forward: each (B, heads, T, T).
+  // Attention weights of every block from the last forward: each (B, heads, T, T). With the fused
+  // path, call keep_attention_weights(true) before that forward.
   std::vector<Tensor> attention_weights() const;
+  void keep_attention_weights(bool on);
 
   ModelConfig config;
   std::shared_ptr<nn::Embedding> embedding;

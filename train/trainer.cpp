@@ -67,7 +67,9 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_s
   {
     NoGradGuard ng;
     model.eval();
+    model.keep_attention_weights(true);
     Tensor logits = model.forward(one.tokens, one.valid_lens);
+    model.keep_attention_weights(false);
     model.train();
     const std::string input = data::format_sequence(one.tokens, 0, len);
     const std::string pred = data::format_sequence(data::argmax_last(logits), 0, len);
