@@ -82,4 +82,24 @@ void Module::load_parameters(const NamedTensors& values, const std::string& sour
   }
 }
 
+void Module::share_parameters(const Module& source) {
+  const NamedTensors mine = named_parameters(), theirs = source.named_parameters();
+  bool same = mine.size() == theirs.size();
+  for (std::size_t i = 0; same && i < mine.size(); ++i)
+    same = mine[i].first == theirs[i].first && mine[i].second.shape() == theirs[i].second.shape() &&
+           mine[i].second.dtype() == theirs[i].second.dtype();
+  if (!same)
+    throw std::invalid_argument(fmt::format("share_parameters: the modules differ ({} and {} parameters, or names, "
+                                            "shapes or dtypes)",
+                                            mine.size(), theirs.size()));
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    TensorImpl* p = mine[i].second.impl();
+    const TensorImpl* s = theirs[i].second.impl();
+    p->storage = s->storage;
+    p->offset = s->offset;
+    p->strides = s->strides;
+    p->grad.reset();
+  }
+}
+
 } // namespace headgrad::nn

@@ -34,6 +34,13 @@ public:
   // are converted.
   void load_parameters(const NamedTensors& values, const std::string& source);
 
+  // Makes every parameter share its values (its storage) with the same-named parameter of
+  // `source`, while keeping a gradient of its own: a replica that threads can run forward and
+  // backward on side by side (each into its own gradients), and that sees every update of the
+  // source's values. Both modules must have the same parameter names, shapes and dtypes (as two
+  // instances of one model do); std::invalid_argument otherwise.
+  void share_parameters(const Module& source);
+
 protected:
   // Registers a parameter (a leaf that requires grad) and returns the same handle.
   Tensor register_parameter(std::string name, Tensor value);
