@@ -17,29 +17,42 @@ namespace headgrad::kernels {
 // A row with no kept key is all zeros (and later gets zero gradient): no NaN, no uniform row.
 // Stability: subtract the max over the kept entries only, so a huge masked value cannot underflow
 // the kept ones.
+// Speed: the loops run over the kept prefix rounded up to whole lanes (kLanes), with the masked
+// entries inside it read as -inf (exp(-inf) = 0 exactly): fixed-width loops that vectorise with no
+// scalar remainder, and the same sums as over the kept entries alone (a zero changes no sum).
+template <bool KeepMask, typename T>
+inline void softmax_row_impl(T* yr, const T* xr, std::int64_t len, const std::uint8_t* kr, std::int64_t cols) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const std::int64_t n = std::min(cols, (len + kLanes - 1) / kLanes * kLanes);
+  // x[j], or -inf where masked. The loads are unconditional (j < n <= cols stays in the row), so
+  // the compiler selects instead of branching or masking a load.
+  auto kept_x = [=](std::int64_t j) {
+    const T v = xr[j];
+    bool keep = j < len;
+    if constexpr (KeepMask) keep = keep & (kr[j] != 0);
+    return keep ? v : kNegInf;
+  };
+  const T m = max_lanes_fn<T>(n, kept_x);
+  if (m == kNegInf) { // nothing kept (or all -inf)
+    std::fill(yr, yr + cols, T(0));
+    return;
+  }
+  // whole blocks of kLanes (fixed-length inner loops: one vector each), then the rest
+  const std::int64_t nb = n / kLanes * kLanes;
+  for (std::int64_t j0 = 0; j0 < nb; j0 += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) yr[j0 + l] = exp_any(kept_x(j0 + l) - m);
+  for (std::int64_t j = nb; j < n; ++j) yr[j] = exp_any(kept_x(j) - m);
+  const T inv = T(1) / sum_lanes(yr, n);
+  for (std::int64_t j0 = 0; j0 < nb; j0 += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) yr[j0 + l] *= inv;
+  for (std::int64_t j = nb; j < n; ++j) yr[j] *= inv;
+  std::fill(yr + n, yr + cols, T(0));
+}
+
 template <typename T>
 inline void softmax_row(T* yr, const T* xr, std::int64_t len, const std::uint8_t* kr, std::int64_t cols) {
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  T m;
-  if (kr) { // masked entries read as -inf for the max and give exactly 0 below
-    m = kNegInf;
-    for (std::int64_t j = 0; j < len; ++j) m = std::max(m, kr[j] ? xr[j] : kNegInf);
-    if (m == kNegInf) { // nothing kept (or all -inf)
-      std::fill(yr, yr + cols, T(0));
-      return;
-    }
-    for (std::int64_t j = 0; j < len; ++j) yr[j] = kr[j] ? exp_any(xr[j] - m) : T(0);
-  } else {
-    m = max_lanes(xr, len);
-    if (m == kNegInf) {
-      std::fill(yr, yr + cols, T(0));
-      return;
-    }
-    for (std::int64_t j = 0; j < len; ++j) yr[j] = exp_any(xr[j] - m);
-  }
-  const T inv = T(1) / sum_lanes(yr, len);
-  for (std::int64_t j = 0; j < len; ++j) yr[j] *= inv;
-  std::fill(yr + len, yr + cols, T(0));
+  if (kr) softmax_row_impl<true>(yr, xr, len, kr, cols);
+  else softmax_row_impl<false>(yr, xr, len, kr, cols);
 }
 
 // softmax_row<float>, compiled twice on x86-64 (row_softmax_f32.cpp): for AVX2 and for the baseline,

@@ -1,65 +1,153 @@
 #include "framework/kernels/small_gemm.hpp"
 
+#include <cstring>
+
 namespace headgrad::kernels {
 
 namespace {
 
-// op(B) is first copied into a row-major k x n block (4 KiB at most), so the inner loop runs
-// along contiguous rows of C and of op(B) and vectorises; A is read one scalar at a time.
-// N > 0: n == N known at compile time, so a row of C stays in registers (the common head sizes);
-// N == 0: any n.
-template <std::int64_t N, typename T>
-inline void small_gemm_impl(bool ta, bool tb, std::int64_t m, std::int64_t n_rt, std::int64_t k, T alpha, const T* a,
-                            std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
-  const std::int64_t n = N > 0 ? N : n_rt;
-  T bp[kSmallGemmMax * kSmallGemmMax];
-  if (tb)
-    for (std::int64_t t = 0; t < k; ++t)
-      for (std::int64_t j = 0; j < n; ++j) bp[t * n + j] = b[j * ldb + t];
-  else
-    for (std::int64_t t = 0; t < k; ++t)
-      for (std::int64_t j = 0; j < n; ++j) bp[t * n + j] = b[t * ldb + j];
-  for (std::int64_t i = 0; i < m; ++i) {
-    T acc[N > 0 ? N : kSmallGemmMax] = {};
-    for (std::int64_t t = 0; t < k; ++t) {
-      const T ait = ta ? a[t * lda + i] : a[i * lda + t];
-      const T* brow = bp + t * n;
-      for (std::int64_t j = 0; j < n; ++j) acc[j] += ait * brow[j];
+// C = alpha op(A) op(B) + beta C for n == N, a multiple of the vector width W: two rows of C at a
+// time, each held in N / W vector registers, so every row of op(B) loaded feeds both. op(B)'s
+// rows are read in place when B is not transposed, and copied into a row-major k x N block
+// (4 KiB at most) first when it is; A is read one scalar at a time, broadcast. Each C element is
+// one dot product summed in order of k, as the plain definition (no reassociation, no FMA).
+// Written with GCC/clang vector types rather than left to the auto-vectoriser, which for the
+// NoTrans A case vectorised over k instead (strided gathers, 10x slower).
+template <int Bytes, std::int64_t N, bool TA, bool TB, typename T>
+inline void gemm_rows(std::int64_t m, std::int64_t k, T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
+                      T beta, T* c, std::int64_t ldc) {
+  typedef T vec __attribute__((vector_size(Bytes)));
+  constexpr std::int64_t W = Bytes / sizeof(T), NV = N / W;
+  static_assert(N % W == 0);
+  T packed[TB ? kSmallGemmMax * kSmallGemmMax : 1];
+  const T* brows = b;
+  std::int64_t ldr = ldb;
+  if constexpr (TB) {
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t t = 0; t < k; ++t) packed[t * N + j] = b[j * ldb + t];
+    brows = packed;
+    ldr = N;
+  }
+  auto a_at = [&](std::int64_t i, std::int64_t t) { return TA ? a[t * lda + i] : a[i * lda + t]; };
+  // (vectors move through memcpy, never by value: passing them is ABI-dependent)
+  auto store = [&](T* crow, const vec* acc) {
+    for (std::int64_t v = 0; v < NV; ++v) {
+      vec r = alpha * acc[v];
+      if (beta != T(0)) { // beta == 0: C is not read
+        vec old;
+        std::memcpy(&old, crow + v * W, sizeof(vec));
+        r += beta * old;
+      }
+      std::memcpy(crow + v * W, &r, sizeof(vec));
     }
-    T* crow = c + i * ldc;
-    if (beta == T(0))
-      for (std::int64_t j = 0; j < n; ++j) crow[j] = alpha * acc[j];
-    else
-      for (std::int64_t j = 0; j < n; ++j) crow[j] = alpha * acc[j] + beta * crow[j];
+  };
+  std::int64_t i = 0;
+  for (; i + 2 <= m; i += 2) {
+    vec acc0[NV] = {}, acc1[NV] = {};
+    for (std::int64_t t = 0; t < k; ++t) {
+      const T a0 = a_at(i, t), a1 = a_at(i + 1, t);
+      const T* brow = brows + t * ldr;
+      for (std::int64_t v = 0; v < NV; ++v) {
+        vec bv;
+        std::memcpy(&bv, brow + v * W, sizeof(vec));
+        acc0[v] += a0 * bv;
+        acc1[v] += a1 * bv;
+      }
+    }
+    store(c + i * ldc, acc0);
+    store(c + (i + 1) * ldc, acc1);
+  }
+  if (i < m) {
+    vec acc[NV] = {};
+    for (std::int64_t t = 0; t < k; ++t) {
+      const T ai = a_at(i, t);
+      const T* brow = brows + t * ldr;
+      for (std::int64_t v = 0; v < NV; ++v) {
+        vec bv;
+        std::memcpy(&bv, brow + v * W, sizeof(vec));
+        acc[v] += ai * bv;
+      }
+    }
+    store(c + i * ldc, acc);
   }
 }
 
+// Any n: plain loops over a packed op(B), one row of C at a time.
 template <typename T>
-inline void small_gemm_dispatch(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
-                                std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
-  switch (n) {
-  case 8: small_gemm_impl<8>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-  case 16: small_gemm_impl<16>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-  case 32: small_gemm_impl<32>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
-  default: small_gemm_impl<0>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); break;
+void gemm_any(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda,
+              const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  T bp[kSmallGemmMax * kSmallGemmMax];
+  for (std::int64_t t = 0; t < k; ++t)
+    for (std::int64_t j = 0; j < n; ++j) bp[t * n + j] = tb ? b[j * ldb + t] : b[t * ldb + j];
+  for (std::int64_t i = 0; i < m; ++i) {
+    T acc[kSmallGemmMax] = {};
+    for (std::int64_t t = 0; t < k; ++t) {
+      const T ait = ta ? a[t * lda + i] : a[i * lda + t];
+      for (std::int64_t j = 0; j < n; ++j) acc[j] += ait * bp[t * n + j];
+    }
+    T* crow = c + i * ldc;
+    for (std::int64_t j = 0; j < n; ++j) crow[j] = beta == T(0) ? alpha * acc[j] : alpha * acc[j] + beta * crow[j];
   }
+}
+
+template <int Bytes, std::int64_t N, typename T>
+inline void gemm_flags(bool ta, bool tb, std::int64_t m, std::int64_t k, T alpha, const T* a, std::int64_t lda,
+                       const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (ta && tb) gemm_rows<Bytes, N, true, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else if (ta) gemm_rows<Bytes, N, true, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else if (tb) gemm_rows<Bytes, N, false, true>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else gemm_rows<Bytes, N, false, false>(m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The widths 8, 16 and 32 (attention's head sizes) get their own code with n fixed at compile time.
+template <int Bytes, typename T>
+inline void gemm_dispatch(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                          std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (n == 8) gemm_flags<Bytes, 8>(ta, tb, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else if (n == 16) gemm_flags<Bytes, 16>(ta, tb, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else if (n == 32) gemm_flags<Bytes, 32>(ta, tb, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else gemm_any(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Two builds of the kernel: 32-byte vectors for CPUs with AVX2, 16-byte ones (SSE2, every x86-64)
+// otherwise, chosen once at run time. (A plain function-pointer choice, not GCC's target_clones:
+// the two builds differ in vector width, and it works under the sanitizers too.)
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HEADGRAD_SMALL_GEMM_AVX2 1
+template <typename T> __attribute__((target("avx2"), flatten)) void gemm_avx2(bool ta, bool tb, std::int64_t m,
+    std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+    std::int64_t ldc) {
+  gemm_dispatch<32>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+#endif
+
+template <typename T>
+__attribute__((flatten)) void gemm_base(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                                        const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+                                        std::int64_t ldc) {
+  gemm_dispatch<16>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <typename T>
+void run(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda,
+         const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+#if defined(HEADGRAD_SMALL_GEMM_AVX2)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return gemm_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+  gemm_base(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 } // namespace
 
-// The float version is cloned for AVX2 like softmax_row_f32 (see row_softmax_f32.cpp for why not
-// under the sanitizers); double serves the float64 gradient checks.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx2", "default"), flatten))
-#endif
 void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                 std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  small_gemm_dispatch(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  run(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
                 std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
-  small_gemm_dispatch(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  run(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 } // namespace headgrad::kernels

@@ -39,17 +39,28 @@ template <typename T> inline T dot_lanes(const T* x, const T* y, std::int64_t n)
   return sum_lanes_fn<T>(n, [x, y](std::int64_t j) { return x[j] * y[j]; });
 }
 
-// max_j x[j] (exact in any order); -inf for n == 0. NaN inputs are not propagated reliably.
-template <typename T> inline T max_lanes(const T* x, std::int64_t n) {
+// max_j f(j) for j in [0, n) (exact in any order); -inf for n == 0. NaN inputs are not propagated
+// reliably (a softmax row with a NaN is all NaN anyway: its exp and sum are).
+template <typename T, typename F> inline T max_lanes_fn(std::int64_t n, F&& f) {
   T acc[kLanes];
   std::fill(acc, acc + kLanes, -std::numeric_limits<T>::infinity());
   std::int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[j + l] ? acc[l] : x[j + l];
-  for (std::int64_t l = 0; j < n; ++j, ++l) acc[l] = acc[l] > x[j] ? acc[l] : x[j];
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const T v = f(j + l);
+      acc[l] = acc[l] > v ? acc[l] : v;
+    }
+  for (std::int64_t l = 0; j < n; ++j, ++l) {
+    const T v = f(j);
+    acc[l] = acc[l] > v ? acc[l] : v;
+  }
   for (std::int64_t w = kLanes / 2; w > 0; w /= 2)
     for (std::int64_t l = 0; l < w; ++l) acc[l] = acc[l] > acc[l + w] ? acc[l] : acc[l + w];
   return acc[0];
+}
+
+template <typename T> inline T max_lanes(const T* x, std::int64_t n) {
+  return max_lanes_fn<T>(n, [x](std::int64_t j) { return x[j]; });
 }
 
 // exp(x) for float, branch-free: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' degree-6
