@@ -11,7 +11,7 @@
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/storage.hpp"
-#include "train/runtime.hpp"
+#include "framework/runtime/threads.hpp"
 #include "train/trainer.hpp"
 
 namespace headgrad::bench {

@@ -31,8 +31,9 @@
 #include <sstream>
 
 #include "bench/bench_child.hpp"
-#include "train/cli_args.hpp"
-#include "train/runtime.hpp"
+#include "framework/runtime/threads.hpp"
+#include "train/cli/blas_core.hpp"
+#include "train/cli/cli_args.hpp"
 
 #ifndef HEADGRAD_BENCH_SOURCE_DIR
 #define HEADGRAD_BENCH_SOURCE_DIR "bench"
@@ -667,7 +668,7 @@ int main(int argc, char** argv) {
     const char* user = std::getenv("OMP_WAIT_POLICY");
     setenv(headgrad::bench::kUserOmpPolicyVar, user ? user : "", 1);
   }
-  headgrad::runtime::maybe_reexec_with_better_blas_core(argc, argv);
+  headgrad::cli::maybe_reexec_with_better_blas_core(argc, argv);
   try {
     if (argc == 3 && std::string(argv[1]) == "--child") return headgrad::bench::run_child(argv[2]);
     return headgrad::bench::run(argc, argv);

@@ -8,9 +8,10 @@
 #include "framework/autograd.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
-#include "train/gradcheck_table.hpp"
+#include "train/cli/gradcheck_table.hpp"
 
 using namespace headgrad;
+using headgrad::cli::op_gradcheck_cases;
 
 namespace {
 

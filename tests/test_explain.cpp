@@ -7,9 +7,10 @@
 #include <sstream>
 
 #include "framework/io/safetensors.hpp"
-#include "train/explain.hpp"
+#include "train/cli/explain/explain.hpp"
 
 using namespace headgrad;
+using namespace headgrad::cli;
 
 TEST_CASE("explain: the default example prints every stage with its shape") {
   const explain::ExplainResult r = explain::run({});

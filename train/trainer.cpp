@@ -13,8 +13,8 @@
 #include "framework/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "train/attention_svg.hpp"
-#include "train/runtime.hpp"
+#include "framework/runtime/threads.hpp"
+#include "train/heatmap_svg.hpp"
 
 namespace headgrad::train {
 namespace {

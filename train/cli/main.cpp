@@ -5,9 +5,8 @@
 #include <fmt/format.h>
 #include <string>
 
-#include "train/cli_args.hpp"
-#include "train/commands.hpp"
-#include "train/runtime.hpp"
+#include "train/cli/blas_core.hpp"
+#include "train/cli/commands.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -25,14 +24,14 @@ constexpr const char* kUsage =
 } // namespace
 
 int main(int argc, char** argv) {
-  headgrad::runtime::maybe_reexec_with_better_blas_core(argc, argv);
+  headgrad::cli::maybe_reexec_with_better_blas_core(argc, argv);
   const std::string cmd = argc > 1 ? argv[1] : "";
   try {
-    if (cmd == "train") return headgrad::commands::train(argc, argv);
-    if (cmd == "eval") return headgrad::commands::eval(argc, argv);
-    if (cmd == "gradcheck") return headgrad::commands::gradcheck(argc, argv);
-    if (cmd == "info") return headgrad::commands::info(argc, argv);
-    if (cmd == "explain") return headgrad::commands::explain(argc, argv);
+    if (cmd == "train") return headgrad::cli::train_command(argc, argv);
+    if (cmd == "eval") return headgrad::cli::eval_command(argc, argv);
+    if (cmd == "gradcheck") return headgrad::cli::gradcheck_command(argc, argv);
+    if (cmd == "info") return headgrad::cli::info_command(argc, argv);
+    if (cmd == "explain") return headgrad::cli::explain_command(argc, argv);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::fputs(kUsage, stdout);
       return 0;

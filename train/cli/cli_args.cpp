@@ -1,4 +1,4 @@
-#include "train/cli_args.hpp"
+#include "train/cli/cli_args.hpp"
 
 #include <cerrno>
 #include <cmath>

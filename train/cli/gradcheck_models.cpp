@@ -8,9 +8,9 @@
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
 #include "models/transformer.hpp"
-#include "train/gradcheck_table.hpp"
+#include "train/cli/gradcheck_table.hpp"
 
-namespace headgrad {
+namespace headgrad::cli {
 namespace {
 
 constexpr DType f64 = DType::f64;
@@ -220,4 +220,4 @@ std::vector<GradcheckCase> model_gradcheck_cases() {
   return cases;
 }
 
-} // namespace headgrad
+} // namespace headgrad::cli

@@ -12,9 +12,9 @@
 
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
-#include "train/gradcheck_table.hpp"
+#include "train/cli/gradcheck_table.hpp"
 
-namespace headgrad {
+namespace headgrad::cli {
 namespace {
 
 using Inputs = std::vector<Tensor>;
@@ -421,4 +421,4 @@ std::vector<GradcheckCase> op_gradcheck_cases() {
   return std::move(t.rows);
 }
 
-} // namespace headgrad
+} // namespace headgrad::cli

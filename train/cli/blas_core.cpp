@@ -1,14 +1,12 @@
-#include "train/runtime.hpp"
+#include "train/cli/blas_core.hpp"
 
 #include <cblas.h>
 #include <cstdlib>
 #include <fmt/format.h>
-#include <omp.h>
-#include <sched.h>
 #include <set>
 #include <unistd.h>
 
-namespace headgrad::runtime {
+namespace headgrad::cli {
 
 CpuFeatures cpu_features() {
   __builtin_cpu_init();
@@ -32,27 +30,6 @@ std::string CpuFeatures::str() const {
   add(avx512vl, "avx512vl");
   add(avx512dq, "avx512dq");
   return s;
-}
-
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
-}
-
-BlasInfo blas_info() {
-  return BlasInfo{openblas_get_config(), openblas_get_corename(), openblas_get_num_threads(), omp_get_max_threads(),
-                  available_cores()};
-}
-
-void set_threads(int n) {
-  if (n < 1) n = 1;
-  // BLAS itself stays on one thread: kernels::gemm splits every gemm worth splitting over the
-  // OpenMP threads (one single-threaded BLAS call per block), so OpenBLAS's own pool, whose idle
-  // threads spin on the cores for ~0.1 s after each call, is never woken.
-  openblas_set_num_threads(1);
-  omp_set_num_threads(n);
 }
 
 std::string preferred_core(const std::string& active, const CpuFeatures& cpu) {
@@ -105,4 +82,4 @@ std::string blas_core_notice() {
                      from, openblas_get_corename());
 }
 
-} // namespace headgrad::runtime
+} // namespace headgrad::cli

@@ -8,7 +8,7 @@
 
 #include "framework/gradcheck.hpp"
 
-namespace headgrad {
+namespace headgrad::cli {
 
 struct GradcheckCase {
   std::string group;   // "ops", "attention", "layers", ...
@@ -34,4 +34,4 @@ struct GradcheckRow {
 };
 GradcheckRow run_gradcheck_case(const GradcheckCase& c);
 
-} // namespace headgrad
+} // namespace headgrad::cli

@@ -1,30 +1,16 @@
-// runtime.hpp - what the program runs on: BLAS build and kernel, threads, CPU features; the
-// thread setting shared by BLAS and OpenMP; and the start-up choice of OpenBLAS kernel.
+// blas_core.hpp - the start-up choice of OpenBLAS kernel and OpenMP wait policy for the programs
+// (headgrad, headgrad_bench), and the CPU features it is made from. (The thread setting the
+// library itself uses is framework/runtime/threads.hpp.)
 #pragma once
 #include <string>
 
-namespace headgrad::runtime {
+namespace headgrad::cli {
 
 struct CpuFeatures {
   bool sse3, avx, avx2, fma, avx512f, avx512bw, avx512vl, avx512dq;
   std::string str() const; // "sse3 avx avx2 fma ..."
 };
 CpuFeatures cpu_features();
-
-struct BlasInfo {
-  std::string config;   // openblas_get_config(): version and build options
-  std::string core;     // openblas_get_corename(): the active kernel set
-  int blas_threads;
-  int omp_threads;
-  int cores;            // logical CPUs available to this process
-};
-BlasInfo blas_info();
-
-// Sets the threads for all of our compute (n >= 1): n OpenMP threads, which also run the blocks
-// of every split gemm (kernels/gemm.hpp); BLAS itself is set to one thread, so the two pools
-// never oversubscribe the cores.
-void set_threads(int n);
-int available_cores();
 
 // Settings that libraries read only when they load, so they need one re-exec (never more):
 // - OpenBLAS picks its kernel at load. If it fell back to a generic core (e.g. Prescott) on a
@@ -44,4 +30,4 @@ std::string blas_core_notice();
 // The kernel a fallback core should be replaced with on this CPU ("" if none is needed).
 std::string preferred_core(const std::string& active_core, const CpuFeatures& cpu);
 
-} // namespace headgrad::runtime
+} // namespace headgrad::cli

@@ -1,27 +1,20 @@
-#include "train/commands.hpp"
-
-#include <cblas.h>
-#include <chrono>
+// train_command.cpp - `headgrad train`: the flags, a resumed run's settings, the start-up banner,
+// the training run and its summary.
+#include <algorithm>
 #include <ctime>
 #include <fmt/format.h>
-#include <map>
 
 #include "framework/autograd.hpp"
-#include "framework/io/safetensors.hpp"
-#include "train/blas_check.hpp"
-#include "train/cli_args.hpp"
-#include "train/explain.hpp"
-#include "train/gradcheck_table.hpp"
-#include "train/runtime.hpp"
+#include "framework/runtime/threads.hpp"
+#include "train/cli/blas_core.hpp"
+#include "train/cli/cli_args.hpp"
+#include "train/cli/commands.hpp"
 #include "train/trainer.hpp"
 
-namespace headgrad::commands {
+namespace headgrad::cli {
 namespace {
 
-using cli::CliError;
-using cli::Kind;
-
-std::vector<cli::FlagSpec> train_flags() {
+std::vector<FlagSpec> train_flags() {
   const std::string cores = std::to_string(runtime::available_cores());
   return {
       {"task", Kind::text, "sort", "toy task: copy, reverse or sort", "NAME"},
@@ -86,8 +79,8 @@ void print_profile() {
 
 } // namespace
 
-int train(int argc, char** argv) {
-  cli::Args args("train", train_flags());
+int train_command(int argc, char** argv) {
+  Args args("train", train_flags());
   args.parse(argc, argv, 2);
   if (args.help()) {
     fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
@@ -188,7 +181,7 @@ int train(int argc, char** argv) {
   if (o.out_dir.empty()) throw CliError("--out needs a directory name");
 
   const auto blas = runtime::blas_info();
-  const std::string notice = runtime::blas_core_notice();
+  const std::string notice = blas_core_notice();
   if (!notice.empty()) fmt::print(stderr, "{}\n", notice);
   if (!o.quiet && !o.json)
     fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, vocab {}, len {}..{}, batch {}, {} lr {}, "
@@ -211,148 +204,4 @@ int train(int argc, char** argv) {
   return 0;
 }
 
-int eval(int argc, char** argv) {
-  cli::Args args("eval", {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train", "FILE"},
-                          {"count", Kind::integer, "1000", "held-out sequences to score"},
-                          {"examples", Kind::integer, "5", "examples to print"},
-                          {"threads", Kind::integer, std::to_string(runtime::available_cores()), "threads"}});
-  args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad eval --checkpoint FILE [flags]\n\nflags:\n{}", args.usage());
-    return 0;
-  }
-  if (args.text("checkpoint").empty()) throw CliError("--checkpoint FILE is required");
-  const std::int64_t count = args.integer_at_least("count", 1);
-  const std::int64_t examples = args.integer_at_least("examples", 0);
-  runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
-  train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
-  const data::Batch set = data::make_eval_set(run.config.task, count);
-  const train::EvalResult r = train::evaluate(*run.model, set);
-  fmt::print("checkpoint {} (task {}, step {}): held-out {} sequences: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n",
-             args.text("checkpoint"), data::task_name(run.config.task.task), run.step, count, r.loss, r.token_acc,
-             r.seq_acc);
-  if (examples > 0) {
-    NoGradGuard ng;
-    run.model->eval();
-    data::Batch b = data::slice_batch(set, 0, std::min(examples, count));
-    Tensor pred = data::argmax_last(run.model->forward(b.tokens, b.valid_lens));
-    const auto lens = b.valid_lens.to_int_vector();
-    for (std::size_t i = 0; i < lens.size(); ++i) {
-      const auto row = static_cast<std::int64_t>(i);
-      const std::string p = data::format_sequence(pred, row, lens[i]), t = data::format_sequence(b.targets, row, lens[i]);
-      fmt::print("  {}  ->  {}  (target {}){}\n", data::format_sequence(b.tokens, row, lens[i]), p, t,
-                 p == t ? "" : "  WRONG");
-    }
-  }
-  return 0;
-}
-
-int gradcheck(int argc, char** argv) {
-  cli::Args args("gradcheck", {{"filter", Kind::text, "", "only cases whose group or name contains this", "TEXT"}});
-  args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad gradcheck [--filter TEXT]\n\nChecks every op's and model's backward against central "
-               "differences in float64\n(eps 1e-6, atol 1e-5, rtol 1e-3) and prints one row per case.\n\nflags:\n{}",
-               args.usage());
-    return 0;
-  }
-  const std::string filter = args.text("filter");
-  const auto cases = all_gradcheck_cases();
-  fmt::print("{:<10} {:<50} {:<44} {:>11} {:>11}  {}\n", "group", "case", "shapes", "max abs err", "max rel err",
-             "result");
-  int failed = 0, run = 0;
-  for (const auto& c : cases) {
-    if (!filter.empty() && c.group.find(filter) == std::string::npos && c.name.find(filter) == std::string::npos)
-      continue;
-    ++run;
-    const GradcheckRow row = run_gradcheck_case(c);
-    if (!row.result.ok) ++failed;
-    fmt::print("{:<10} {:<50} {:<44} {:>11.2e} {:>11.2e}  {}\n", c.group, c.name, c.shapes, row.max_abs_err,
-               row.max_rel_err, row.result.ok ? "PASS" : "FAIL");
-    if (!row.result.ok) fmt::print("{}", row.result.summary());
-  }
-  fmt::print("{} cases, {} passed, {} failed\n", run, run - failed, failed);
-  return failed ? 1 : 0;
-}
-
-int info(int argc, char** argv) {
-  cli::Args args("info", {{"check-blas", Kind::integer, "0",
-                           "also check N random sgemm/dgemm products of the active kernel against a "
-                           "long-double reference (exit 1 if any is wrong)"}});
-  args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad info [--check-blas N]\n\nPrints the BLAS build, its active kernel, threads and CPU "
-               "features.\n\nflags:\n{}",
-               args.usage());
-    return 0;
-  }
-  const std::int64_t check_shapes = args.integer_at_least("check-blas", 0);
-  runtime::set_threads(runtime::available_cores()); // as train/eval set them by default
-  const auto b = runtime::blas_info();
-  const char* env_core = std::getenv("OPENBLAS_CORETYPE");
-  fmt::print("BLAS vendor:     OpenBLAS\n");
-  fmt::print("BLAS config:     {}\n", b.config);
-  fmt::print("BLAS core:       {}{}\n", b.core,
-             env_core ? fmt::format(" (OPENBLAS_CORETYPE={}{})", env_core,
-                                    std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM") ? ", chosen by headgrad" : ", set by you")
-                      : "");
-  fmt::print("BLAS threads:    {} per call (headgrad splits big gemms over its OpenMP threads)\n", b.blas_threads);
-  fmt::print("OpenMP threads:  {}\n", b.omp_threads);
-  const char* wait = std::getenv("OMP_WAIT_POLICY");
-  fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(libgomp default: spin, then sleep)");
-  fmt::print("CPU cores:       {}\n", b.cores);
-  fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
-  const std::string notice = runtime::blas_core_notice();
-  if (!notice.empty()) fmt::print("{}\n", notice);
-  if (check_shapes > 0) {
-    const train::BlasCheckResult r = train::check_blas(static_cast<int>(check_shapes), 2024);
-    fmt::print("BLAS check:      {} random gemms x (float, double) x (one call, split over threads): {} "
-               "(worst error {:.3f} of the rounding bound, {})\n",
-               r.gemms, r.ok() ? "ok" : "WRONG RESULTS", r.worst_ratio, r.worst_case);
-    return r.ok() ? 0 : 1;
-  }
-  return 0;
-}
-
-int explain(int argc, char** argv) {
-  cli::Args args("explain", {{"batch", Kind::integer, "1", "batch size"},
-                             {"queries", Kind::integer, "3", "number of queries"},
-                             {"keys", Kind::integer, "4", "number of key-value pairs"},
-                             {"hidden", Kind::integer, "4", "num_hiddens (also query/key/value size)"},
-                             {"heads", Kind::integer, "2", "number of heads (must divide --hidden)"},
-                             {"valid-len", Kind::integer, "3", "valid length of every batch row (keys beyond are masked)"},
-                             {"seed", Kind::integer, "0", "seed of the random inputs and weights"},
-                             {"precision", Kind::integer, "4", "decimals printed"},
-                             {"svg", Kind::text, "", "also draw the head split and each head's weights to this SVG", "FILE"},
-                             {"fixture", Kind::text, "", "use inputs/weights from a PyTorch fixture (tests/reference)", "FILE"}});
-  args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
-               "by step, every named tensor\n(projections, transpose_qkv, scores, masked softmax, per-head outputs, "
-               "transpose_output,\nthe output projection), then every gradient in reverse, then the float64 gradient "
-               "check.\n\nflags:\n{}",
-               args.usage());
-    return 0;
-  }
-  explain::ExplainOptions o;
-  o.batch = args.integer("batch");
-  o.queries = args.integer("queries");
-  o.keys = args.integer("keys");
-  o.hidden = args.integer("hidden");
-  o.heads = args.integer("heads");
-  o.valid_len = args.integer("valid-len");
-  o.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
-  o.precision = static_cast<int>(args.integer("precision"));
-  o.svg = args.text("svg");
-  o.fixture = args.text("fixture");
-  explain::ExplainResult r;
-  try {
-    r = explain::run(o);
-  } catch (const std::invalid_argument& e) {
-    throw CliError(e.what());
-  }
-  fmt::print("{}", r.text);
-  return r.gradcheck_ok && r.stages_match_full_graph ? 0 : 1;
-}
-
-} // namespace headgrad::commands
+} // namespace headgrad::cli

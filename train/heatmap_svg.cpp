@@ -1,4 +1,4 @@
-#include "train/attention_svg.hpp"
+#include "train/heatmap_svg.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 
 #include "framework/tensor.hpp"
 
-namespace headgrad::explain {
+namespace headgrad::cli::explain {
 
 struct ExplainOptions {
   std::int64_t batch = 1, queries = 3, keys = 4, hidden = 4, heads = 2, valid_len = 3;
@@ -35,4 +35,4 @@ struct ExplainResult {
 // Throws std::invalid_argument for impossible options (hidden % heads, valid_len > keys, ...).
 ExplainResult run(const ExplainOptions& options);
 
-} // namespace headgrad::explain
+} // namespace headgrad::cli::explain

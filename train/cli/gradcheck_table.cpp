@@ -1,8 +1,8 @@
-#include "train/gradcheck_table.hpp"
+#include "train/cli/gradcheck_table.hpp"
 
 #include <algorithm>
 
-namespace headgrad {
+namespace headgrad::cli {
 
 std::vector<GradcheckCase> all_gradcheck_cases() {
   std::vector<GradcheckCase> all = op_gradcheck_cases();
@@ -19,4 +19,4 @@ GradcheckRow run_gradcheck_case(const GradcheckCase& c) {
   return row;
 }
 
-} // namespace headgrad
+} // namespace headgrad::cli

@@ -1,4 +1,5 @@
-// attention_svg.hpp - draws attention weights as heatmaps in plain SVG (like d2l's show_heatmaps).
+// heatmap_svg.hpp - heatmaps in plain SVG (like d2l's show_heatmaps): the trainer's attention
+// picture and `headgrad explain --svg` draw with it.
 #pragma once
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "train/explain.hpp"
+#include "train/cli/explain/explain.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -11,9 +11,9 @@
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
 #include "models/attention.hpp"
-#include "train/attention_svg.hpp"
+#include "train/heatmap_svg.hpp"
 
-namespace headgrad::explain {
+namespace headgrad::cli::explain {
 namespace {
 
 constexpr DType f64 = DType::f64;
@@ -289,4 +289,4 @@ ExplainResult run(const ExplainOptions& o) {
   return res;
 }
 
-} // namespace headgrad::explain
+} // namespace headgrad::cli::explain

@@ -1,6 +1,6 @@
 // blas_check.hpp - `headgrad info --check-blas`: does the active BLAS kernel compute gemm right?
 //
-// Choosing an OpenBLAS kernel for the user (runtime.hpp) is only safe if the chosen kernel gives
+// Choosing an OpenBLAS kernel for the user (blas_core.hpp) is only safe if the chosen kernel gives
 // correct products on this CPU. This runs random gemms - all four transpose combinations, padded
 // leading dimensions, alpha and beta, sizes 1..160 - in float and double, both as one BLAS call and
 // through headgrad's threaded split (kernels::gemm), against a plain long-double loop, and checks
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-namespace headgrad::train {
+namespace headgrad::cli {
 
 struct BlasCheckResult {
   int gemms = 0;             // gemms checked (per precision, per path)
@@ -23,4 +23,4 @@ struct BlasCheckResult {
 
 BlasCheckResult check_blas(int shapes, std::uint64_t seed);
 
-} // namespace headgrad::train
+} // namespace headgrad::cli

@@ -1,4 +1,4 @@
-#include "train/blas_check.hpp"
+#include "train/cli/blas_check.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 #include "framework/kernels/gemm.hpp"
 #include "framework/random.hpp"
 
-namespace headgrad::train {
+namespace headgrad::cli {
 
 namespace {
 
@@ -76,4 +76,4 @@ BlasCheckResult check_blas(int shapes, std::uint64_t seed) {
   return r;
 }
 
-} // namespace headgrad::train
+} // namespace headgrad::cli
