@@ -12,6 +12,8 @@
 #include "framework/ops/nn_ops.hpp"
 #include "framework/storage.hpp"
 #include "framework/runtime/threads.hpp"
+#include "bench/run_config_json.hpp"
+#include "train/run_optimizer.hpp"
 #include "train/trainer.hpp"
 
 namespace headgrad::bench {
@@ -30,22 +32,22 @@ struct Phases {
 class StepRunner {
 public:
   explicit StepRunner(const train::RunConfig& cfg)
-      : cfg_(cfg), model_(std::make_unique<models::SequenceModel>(cfg.model, cfg.seed)),
+      : cfg_(cfg), model_(std::make_unique<models::SequenceModel>(cfg.model_config(), cfg.seed)),
         params_(model_->named_parameters()),
         opt_(train::make_optimizer(cfg, params_)),
-        schedule_{cfg.lr, cfg.warmup, cfg.steps, cfg.schedule == "cosine"} {
+        schedule_(train::lr_schedule(cfg)) {
     for (const auto& [n, p] : params_) param_list_.push_back(p);
   }
 
   double step(std::int64_t step, Phases* ph = nullptr) {
     const double t0 = ph ? now_seconds() : 0;
-    const data::Batch batch = data::make_batch(cfg_.task, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
+    const data::Batch batch = data::make_batch(cfg_.task_config(), cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
     const double t1 = ph ? now_seconds() : 0;
     opt_->set_lr(schedule_.at(step));
     double loss_value = 0;
     {
       Tensor logits = model_->forward(batch.tokens, batch.valid_lens); // (B, T, V)
-      Tensor loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, cfg_.task.max_len));
+      Tensor loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, cfg_.max_len));
       loss_value = loss.item();
       if (!std::isfinite(loss_value)) throw std::runtime_error(fmt::format("step {}: the loss is {}", step, loss_value));
       const double t2 = ph ? now_seconds() : 0;
@@ -79,34 +81,13 @@ private:
   optim::LrSchedule schedule_;
 };
 
-train::RunConfig config_from_spec(const json& spec) {
-  const json& c = spec.at("config");
-  BenchConfig bc{c.at("name"), c.at("batch"), c.at("min_len"), c.at("max_len"), c.at("d_model"),
-                 c.at("heads"), c.at("layers"), c.at("ffn"), c.at("vocab")};
-  const json& t = spec.at("train");
-  TrainHyper h;
-  h.optimizer = t.at("optimizer");
-  h.schedule = t.at("schedule");
-  h.lr = t.at("lr");
-  h.weight_decay = t.at("weight_decay");
-  h.momentum = t.at("momentum");
-  h.clip = t.at("clip");
-  h.dropout = t.at("dropout");
-  h.warmup = t.at("warmup");
-  h.steps = t.at("steps");
-  h.seed = t.at("seed");
-  return run_config(bc, h);
-}
-
-BenchConfig bench_config_from_spec(const json& spec) {
-  const json& c = spec.at("config");
-  return BenchConfig{c.at("name"), c.at("batch"), c.at("min_len"), c.at("max_len"), c.at("d_model"),
-                     c.at("heads"), c.at("layers"), c.at("ffn"), c.at("vocab")};
+BenchConfig config_from_spec(const json& spec) {
+  return {spec.at("config").at("name"), run_config_from_json(spec.at("config"), spec.at("train"))};
 }
 
 json throughput(const json& spec) {
-  const train::RunConfig cfg = config_from_spec(spec);
-  const BenchConfig bc = bench_config_from_spec(spec);
+  const BenchConfig bc = config_from_spec(spec);
+  const train::RunConfig& cfg = bc.run;
   const std::int64_t warm = spec.at("warmup_steps"), windows = spec.at("windows"), per = spec.at("window_steps"),
                      prof_steps = spec.at("profile_steps");
   StepRunner runner(cfg);
@@ -124,8 +105,8 @@ json throughput(const json& spec) {
   r["first_loss"] = first_loss;
   r["window_ms"] = window_ms;
   r["ms_per_step"] = ms;
-  r["tokens_per_s"] = static_cast<double>(cfg.batch * cfg.task.max_len) / (ms * 1e-3);
-  r["gflops"] = step_flops(bc) / (ms * 1e-3) * 1e-9;
+  r["tokens_per_s"] = static_cast<double>(cfg.batch * cfg.max_len) / (ms * 1e-3);
+  r["gflops"] = step_flops(cfg) / (ms * 1e-3) * 1e-9;
   r["peak_rss_kib"] = proc_status_kib("VmHWM"); // before the profile pass and the sgemm buffers
   r["rss_kib"] = proc_status_kib("VmRSS");
   const AllocatorStats a = allocator_stats();
@@ -170,7 +151,7 @@ json throughput(const json& spec) {
                     {"ops", ops}};
   }
 
-  const SgemmLimit lim = measure_sgemm_limit(bc, spec.at("sgemm_seconds"), spec.at("threads").get<int>());
+  const SgemmLimit lim = measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>());
   json shapes = json::array();
   for (const auto& x : lim.shapes)
     shapes.push_back({{"shape", x.shape.str()}, {"what", x.shape.what}, {"count", x.shape.count},
@@ -184,10 +165,10 @@ json throughput(const json& spec) {
 }
 
 json time_to_accuracy(const json& spec) {
-  const train::RunConfig cfg = config_from_spec(spec);
+  const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t eval_every = spec.at("eval_every"), max_steps = spec.at("max_steps");
   const double target = spec.at("target");
-  const data::Batch eval_set = data::make_eval_set(cfg.task, spec.at("eval_count"));
+  const data::Batch eval_set = data::make_eval_set(cfg.task_config(), spec.at("eval_count"));
   StepRunner runner(cfg);
   double train_seconds = 0;
   const double wall0 = now_seconds();
@@ -215,7 +196,7 @@ json time_to_accuracy(const json& spec) {
 }
 
 json soak(const json& spec) {
-  const train::RunConfig cfg = config_from_spec(spec);
+  const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t steps = spec.at("soak_steps"), base_step = spec.at("soak_baseline_step");
   StepRunner runner(cfg);
   json r;
@@ -245,14 +226,14 @@ json soak(const json& spec) {
 void export_inputs(const std::string& dir, const std::string& tag, const train::RunConfig& cfg,
                    std::int64_t num_batches, std::int64_t eval_count) {
   namespace fs = std::filesystem;
-  models::SequenceModel model(cfg.model, cfg.seed);
+  models::SequenceModel model(cfg.model_config(), cfg.seed);
   io::save_safetensors((fs::path(dir) / (tag + ".weights.safetensors")).string(), model.named_parameters());
 
-  const std::int64_t B = cfg.batch, T = cfg.task.max_len;
+  const std::int64_t B = cfg.batch, T = cfg.max_len;
   Tensor tokens = Tensor::zeros({num_batches, B, T}, DType::i64), targets = Tensor::zeros({num_batches, B, T}, DType::i64),
          lens = Tensor::zeros({num_batches, B}, DType::i64);
   for (std::int64_t i = 0; i < num_batches; ++i) {
-    const data::Batch b = data::make_batch(cfg.task, cfg.seed, static_cast<std::uint64_t>(i), B);
+    const data::Batch b = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(i), B);
     const Tensor bt = b.tokens.contiguous(), bg = b.targets.contiguous(), bl = b.valid_lens.contiguous();
     std::copy_n(bt.data<std::int64_t>(), B * T, tokens.data<std::int64_t>() + i * B * T);
     std::copy_n(bg.data<std::int64_t>(), B * T, targets.data<std::int64_t>() + i * B * T);
@@ -263,7 +244,7 @@ void export_inputs(const std::string& dir, const std::string& tag, const train::
                           {"targets", targets},
                           {"valid_lens", lens}};
   if (eval_count > 0) {
-    const data::Batch e = data::make_eval_set(cfg.task, eval_count);
+    const data::Batch e = data::make_eval_set(cfg.task_config(), eval_count);
     out.push_back({"eval_tokens", e.tokens});
     out.push_back({"eval_targets", e.targets});
     out.push_back({"eval_valid_lens", e.valid_lens});

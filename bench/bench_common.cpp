@@ -22,61 +22,59 @@
 namespace headgrad::bench {
 
 std::string BenchConfig::str() const {
-  return fmt::format("B{} T{} ({}-{}) d{} h{} L{} ffn{} V{}", batch, max_len, min_len, max_len, d_model, heads, layers,
-                     ffn, vocab);
+  return fmt::format("B{} T{} ({}-{}) d{} h{} L{} ffn{} V{}", run.batch, run.max_len, run.min_len, run.max_len,
+                     run.d_model, run.heads, run.layers, run.ffn, run.vocab);
 }
 
-BenchConfig small_config() { return {"small", 64, 4, 16, 64, 4, 2, 128, 16}; }
-BenchConfig large_config() { return {"large", 16, 64, 128, 256, 8, 2, 1024, 16}; }
+namespace {
+// `settings` with the shape (task, model and batch sizes) of `shape`.
+train::RunConfig with_shape(const train::RunConfig& settings, const train::RunConfig& shape) {
+  train::RunConfig c = settings;
+  train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
+    if (f.role == train::Role::shape) c.*member = shape.*member;
+  });
+  return c;
+}
+} // namespace
 
-BenchConfig config_by_name(const std::string& name) {
-  if (name == "small") return small_config();
-  if (name == "large") return large_config();
+BenchConfig small_config(const train::RunConfig& settings) { return {"small", with_shape(settings, {})}; }
+
+BenchConfig large_config(const train::RunConfig& settings) {
+  train::RunConfig shape;
+  shape.batch = 16;
+  shape.min_len = 64;
+  shape.max_len = 128;
+  shape.d_model = 256;
+  shape.heads = 8;
+  shape.ffn = 1024;
+  return {"large", with_shape(settings, shape)};
+}
+
+BenchConfig config_by_name(const std::string& name, const train::RunConfig& settings) {
+  if (name == "small") return small_config(settings);
+  if (name == "large") return large_config(settings);
   throw std::invalid_argument(fmt::format("unknown configuration '{}' (small or large)", name));
 }
 
-std::string TrainHyper::str() const {
-  std::string s = fmt::format("{} lr {:g}", optimizer, lr);
-  if (weight_decay != 0) s += fmt::format(" wd {:g}", weight_decay);
-  if (optimizer == "sgd") s += fmt::format(" momentum {:g}", momentum);
-  s += fmt::format(", warmup {}, {} schedule, clip {:g}, <= {} steps, seed {}", warmup, schedule, clip, steps, seed);
-  if (dropout != 0) s += fmt::format(", dropout {:g}", dropout);
+std::string settings_summary(const train::RunConfig& c) {
+  std::string s = fmt::format("{} lr {:g}", c.optimizer, c.lr);
+  if (c.weight_decay != 0) s += fmt::format(" wd {:g}", c.weight_decay);
+  if (c.optimizer == "sgd") s += fmt::format(" momentum {:g}", c.momentum);
+  s += fmt::format(", warmup {}, {} schedule, clip {:g}, <= {} steps, seed {}", c.warmup, c.schedule, c.clip, c.steps,
+                   c.seed);
+  if (c.dropout != 0) s += fmt::format(", dropout {:g}", c.dropout);
   return s;
 }
 
-train::RunConfig run_config(const BenchConfig& c, const TrainHyper& h) {
-  train::RunConfig r;
-  r.model.vocab = r.task.vocab = c.vocab;
-  r.model.d_model = c.d_model;
-  r.model.heads = c.heads;
-  r.model.layers = c.layers;
-  r.model.ffn = c.ffn;
-  r.model.max_len = r.task.max_len = c.max_len;
-  r.model.dropout = h.dropout;
-  r.task.task = data::Task::sort;
-  r.task.min_len = c.min_len;
-  r.optimizer = h.optimizer;
-  r.lr = h.lr;
-  r.weight_decay = h.weight_decay;
-  r.momentum = h.momentum;
-  r.clip = h.clip;
-  r.warmup = h.warmup;
-  r.steps = h.steps;
-  r.batch = c.batch;
-  r.schedule = h.schedule;
-  r.seed = h.seed;
-  return r;
-}
-
 // ---- FLOP model ---------------------------------------------------------------------------------
-double forward_flops(const BenchConfig& c) {
+double forward_flops(const train::RunConfig& c) {
   const double B = static_cast<double>(c.batch), T = static_cast<double>(c.max_len), d = static_cast<double>(c.d_model);
   const double M = B * T, L = static_cast<double>(c.layers), f = static_cast<double>(c.ffn),
                V = static_cast<double>(c.vocab);
   return L * (8 * M * d * d + 4 * B * T * T * d + 4 * M * d * f) + 2 * M * d * V;
 }
 
-double step_flops(const BenchConfig& c) { return 3 * forward_flops(c); }
+double step_flops(const train::RunConfig& c) { return 3 * forward_flops(c); }
 
 std::string GemmShape::str() const {
   std::string s = fmt::format("{}{} {}x{}x{}", ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k);
@@ -84,7 +82,7 @@ std::string GemmShape::str() const {
   return s;
 }
 
-std::vector<GemmShape> model_gemm_shapes(const BenchConfig& c) {
+std::vector<GemmShape> model_gemm_shapes(const train::RunConfig& c) {
   const std::int64_t M = c.batch * c.max_len, T = c.max_len, d = c.d_model, dh = c.d_model / c.heads,
                      BH = c.batch * c.heads, L = c.layers;
   std::vector<GemmShape> all;
@@ -122,7 +120,7 @@ std::vector<GemmShape> model_gemm_shapes(const BenchConfig& c) {
   return merged;
 }
 
-SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds, int threads) {
+SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads) {
   SgemmLimit out;
   double step_time = 0, total_flops = 0;
   Generator gen(1234);

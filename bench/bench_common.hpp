@@ -1,5 +1,5 @@
 // bench_common.hpp - what the benchmark's parent and child processes share: the two model
-// configurations, the training hyper-parameters, the FLOP model, the model's own gemm shapes and
+// configurations with the training settings, the FLOP model, the model's own gemm shapes and
 // the cblas_sgemm limit measured on them, /proc readers and a process launcher.
 #pragma once
 #include <cstdint>
@@ -8,32 +8,24 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint.hpp"
+#include "train/run_config.hpp"
 
 namespace headgrad::bench {
 
-// One benchmark configuration of the reference model (models::SequenceModel) on the sort task.
+// One benchmark configuration: the reference model (models::SequenceModel) on the sort task, with
+// a name. `run` holds its shape (Role::shape fields) and the training settings of the bench run.
 struct BenchConfig {
   std::string name;
-  std::int64_t batch, min_len, max_len, d_model, heads, layers, ffn, vocab;
+  train::RunConfig run;
   std::string str() const; // "B64 T16 (4-16) d64 h4 L2 ffn128 V16"
 };
-BenchConfig small_config(); // the default `headgrad train` shape
-BenchConfig large_config();
-BenchConfig config_by_name(const std::string& name); // "small" | "large"; throws otherwise
-
-// The optimisation hyper-parameters. The parent fills them from `headgrad train --help` (the
-// defaults in train/commands.cpp are the one place they are defined) unless overridden by flags,
-// then hands them to both the headgrad child and the PyTorch script.
-struct TrainHyper {
-  std::string optimizer = "adam", schedule = "constant";
-  double lr = 1e-3, weight_decay = 0, momentum = 0.9, clip = 1, dropout = 0;
-  std::int64_t warmup = 100, steps = 2000;
-  std::uint64_t seed = 0;
-  std::string str() const; // "adam lr 0.001, warmup 100, constant, clip 1, <= 2000 steps, seed 0"
-};
-
-train::RunConfig run_config(const BenchConfig& c, const TrainHyper& h);
+// The configurations over `settings`, a RunConfig whose training settings (every field that is
+// not Role::shape) they take. small has RunConfig{}'s shape: the default `headgrad train` run.
+BenchConfig small_config(const train::RunConfig& settings);
+BenchConfig large_config(const train::RunConfig& settings);
+BenchConfig config_by_name(const std::string& name, const train::RunConfig& settings); // throws for others
+// "adam lr 0.003, warmup 300, cosine schedule, clip 1, <= 6000 steps, seed 0"
+std::string settings_summary(const train::RunConfig& c);
 
 // ---- FLOP model ---------------------------------------------------------------------------------
 // Only matmul/linear FLOPs count (2 M N K per gemm), elementwise work is ignored. With M = B T
@@ -47,8 +39,8 @@ train::RunConfig run_config(const BenchConfig& c, const TrainHyper& h);
 inline constexpr const char* kFlopFormula =
     "step = 3 x forward (backward = 2 x forward); forward = L (8 M d^2 + 4 B T^2 d + 4 M d ffn) + 2 M d V, "
     "M = B T; matmul FLOPs only (2 M N K per gemm), elementwise ignored";
-double forward_flops(const BenchConfig& c);
-double step_flops(const BenchConfig& c);
+double forward_flops(const train::RunConfig& c);
+double step_flops(const train::RunConfig& c);
 
 // A gemm the training step runs, as cblas_sgemm sees it (row-major, op(A) m x k, op(B) k x n),
 // `batch` independent gemms per call (attention: B * heads), `count` calls per training step.
@@ -62,7 +54,7 @@ struct GemmShape {
 // Every gemm of one training step (forward and backward), identical shapes merged. The sum of
 // count * flops() equals step_flops(c): the benchmark checks this, so the formula above and the
 // list can't drift apart.
-std::vector<GemmShape> model_gemm_shapes(const BenchConfig& c);
+std::vector<GemmShape> model_gemm_shapes(const train::RunConfig& c);
 
 struct SgemmShapeResult {
   GemmShape shape;
@@ -82,7 +74,7 @@ struct SgemmLimit {
 // OpenBLAS's own threads (openblas_set_num_threads(threads)), and headgrad's split of the same
 // calls over OpenMP threads with single-threaded BLAS (kernels::gemm / gemm_batched). Either is
 // "what sgemm can do here", so the limit is the better of the two.
-SgemmLimit measure_sgemm_limit(const BenchConfig& c, double min_seconds, int threads);
+SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads);
 
 // ---- processes ----------------------------------------------------------------------------------
 // Peak and current resident set of this process in KiB from /proc/self/status (VmHWM, VmRSS).

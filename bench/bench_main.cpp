@@ -12,8 +12,8 @@
 //     first step's loss (must match PyTorch's: a cross-check that both run the same thing), and a
 //     profile of where headgrad's step time goes;
 //   - time to held-out sequence accuracy >= 0.99 on the small config, with `headgrad train`'s
-//     training defaults (read from `headgrad train --help`, so train/commands.cpp stays the one
-//     place they are defined), evaluating every --tta-eval-every steps; evaluation time excluded;
+//     training defaults (train::RunConfig's initialisers, overridden by the bench's flags),
+//     evaluating every --tta-eval-every steps; evaluation time excluded;
 //   - RSS growth from step 100 to step 5000 of the small config (headgrad only).
 // The PyTorch side is bench/torch_reference.py, run with /usr/bin/python3 when `import torch`
 // works, given the same threads, the initial weights and the batches through a temp directory.
@@ -27,19 +27,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 #include "bench/bench_child.hpp"
+#include "bench/run_config_json.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_core.hpp"
 #include "train/cli/cli_args.hpp"
+#include "train/cli/run_config_flags.hpp"
 
 #ifndef HEADGRAD_BENCH_SOURCE_DIR
 #define HEADGRAD_BENCH_SOURCE_DIR "bench"
-#endif
-#ifndef HEADGRAD_CLI_PATH
-#define HEADGRAD_CLI_PATH "headgrad"
 #endif
 
 namespace headgrad::bench {
@@ -55,7 +53,7 @@ using cli::Kind;
 
 std::vector<cli::FlagSpec> bench_flags() {
   const std::string cores = std::to_string(runtime::available_cores());
-  return {
+  std::vector<cli::FlagSpec> flags = {
       {"threads", Kind::integer, cores, "threads for both sides (BLAS + OpenMP; torch.set_num_threads)"},
       {"configs", Kind::text, "small,large", "configurations to time: small, large, both or none", "LIST"},
       {"warmup-steps", Kind::integer, "10", "untimed steps before the timed windows"},
@@ -79,22 +77,11 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"json", Kind::flag, "false", "print the results as one JSON object on the last line"},
       {"json-file", Kind::text, "", "also write that JSON to this file", "FILE"},
       {"keep-tmp", Kind::flag, "false", "keep the temp directory with the exported weights, batches and results"},
-      // training hyper-parameters: default = headgrad train's default (asked from `headgrad train --help`)
-      {"steps", Kind::integer, "", "training steps of the schedule (default: headgrad train's)"},
-      {"lr", Kind::real, "", "peak learning rate (default: headgrad train's)"},
-      {"warmup", Kind::integer, "", "warmup steps (default: headgrad train's)"},
-      {"schedule", Kind::text, "", "constant or cosine (default: headgrad train's)", "NAME"},
-      {"clip", Kind::real, "", "gradient-norm clip, 0 off (default: headgrad train's)"},
-      {"optimizer", Kind::text, "", "adam, adamw or sgd (default: headgrad train's)", "NAME"},
-      {"weight-decay", Kind::real, "", "weight decay (default: headgrad train's)"},
-      {"momentum", Kind::real, "", "SGD momentum (default: headgrad train's)"},
-      {"dropout", Kind::real, "", "dropout (default: headgrad train's; > 0 breaks the loss cross-check)"},
-      {"seed", Kind::integer, "", "seed of the initial weights and batches (default: headgrad train's)"},
-      {"headgrad", Kind::text, "", "the headgrad binary to ask for training defaults (default: the build's)", "PATH"},
   };
+  // the training settings: default = headgrad train's (RunConfig's initialisers)
+  for (cli::FlagSpec& f : cli::run_config_flags(cli::RunFields::settings)) flags.push_back(std::move(f));
+  return flags;
 }
-
-fs::path self_exe() { return fs::read_symlink("/proc/self/exe"); }
 
 // The 1-minute load average: above the core count, other work shares the cores and every timing
 // here is inflated (BLAS and OpenMP threads that spin-wait suffer most).
@@ -105,101 +92,20 @@ double load_average() {
   return l;
 }
 
-// `headgrad train --help` lists every flag as "  --name ...  help (default: value)".
-std::map<std::string, std::string> train_defaults(const std::string& given) {
-  std::vector<std::string> candidates;
-  if (!given.empty()) candidates.push_back(given);
-  else {
-    candidates.push_back((self_exe().parent_path() / "headgrad").string());
-    candidates.push_back(HEADGRAD_CLI_PATH);
-  }
-  for (const auto& path : candidates) {
-    if (access(path.c_str(), X_OK) != 0) continue;
-    int code = 0;
-    const std::string text = capture_process({path, "train", "--help"}, &code);
-    if (code != 0) continue;
-    std::map<std::string, std::string> out;
-    static const std::regex line(R"(^\s+--([a-z0-9-]+)\b.*\(default: ([^)]*)\)\s*$)");
-    std::istringstream in(text);
-    std::string l;
-    std::smatch m;
-    while (std::getline(in, l))
-      if (std::regex_match(l, m, line)) out[m[1]] = m[2];
-    out["__source"] = path;
-    return out;
-  }
-  throw std::runtime_error(fmt::format("cannot read the training defaults from `{} train --help`; build headgrad "
-                                       "(cmake --build ... --target headgrad_cli) or pass --headgrad PATH",
-                                       candidates.back()));
+// For the table and the JSON: which training settings came from a flag, which are the default.
+json settings_source(const cli::Args& args) {
+  json source = json::object();
+  train::visit_run_fields([&](const train::FieldInfo& f, auto) {
+    if (f.role != train::Role::shape) source[f.flag] = args.given(f.flag) ? "flag" : "headgrad train default";
+  });
+  return source;
 }
 
-TrainHyper resolve_hyper(const cli::Args& args, json& source) {
-  const auto d = train_defaults(args.text("headgrad"));
-  auto pick = [&](const char* flag) -> std::string {
-    if (args.given(flag)) {
-      source[flag] = "flag";
-      return args.text(flag);
-    }
-    auto it = d.find(flag);
-    if (it == d.end())
-      throw std::runtime_error(fmt::format("`{} train --help` lists no default for --{}; pass --{} to the bench",
-                                           d.at("__source"), flag, flag));
-    source[flag] = "headgrad train default";
-    return it->second;
-  };
-  auto real = [&](const char* flag) {
-    const std::string v = pick(flag);
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end) throw CliError(fmt::format("--{}: not a number: '{}'", flag, v));
-    return x;
-  };
-  auto integer = [&](const char* flag) {
-    const std::string v = pick(flag);
-    char* end = nullptr;
-    const long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end) throw CliError(fmt::format("--{}: not an integer: '{}'", flag, v));
-    return static_cast<std::int64_t>(x);
-  };
-  TrainHyper h;
-  h.steps = integer("steps");
-  h.lr = real("lr");
-  h.warmup = integer("warmup");
-  h.schedule = pick("schedule");
-  h.clip = real("clip");
-  h.optimizer = pick("optimizer");
-  h.weight_decay = real("weight-decay");
-  h.momentum = real("momentum");
-  h.dropout = real("dropout");
-  h.seed = static_cast<std::uint64_t>(integer("seed"));
-  if (h.steps < 1 || !(h.lr > 0) || h.warmup < 0 || h.clip < 0 || (h.schedule != "constant" && h.schedule != "cosine") ||
-      (h.optimizer != "adam" && h.optimizer != "adamw" && h.optimizer != "sgd"))
-    throw CliError(fmt::format("bad training settings: {}", h.str()));
-  // The small config is meant to be the default `headgrad train` run: say so if they drifted.
-  const BenchConfig s = small_config();
-  const std::vector<std::pair<const char*, std::int64_t>> shape = {
-      {"batch", s.batch}, {"max-len", s.max_len}, {"min-len", s.min_len}, {"d-model", s.d_model},
-      {"heads", s.heads}, {"layers", s.layers},   {"ffn", s.ffn},         {"vocab", s.vocab}};
-  for (const auto& [flag, v] : shape) {
-    auto it = d.find(flag);
-    if (it != d.end() && it->second != std::to_string(v))
-      fmt::print(stderr, "bench: note: headgrad train's default --{} is {}, the small config uses {}\n", flag,
-                 it->second, v);
-  }
-  return h;
-}
-
+// A configuration's shape and name, as the spec and the results hold it.
 json config_json(const BenchConfig& c) {
-  return {{"name", c.name}, {"batch", c.batch}, {"min_len", c.min_len}, {"max_len", c.max_len}, {"d_model", c.d_model},
-          {"heads", c.heads}, {"layers", c.layers}, {"ffn", c.ffn}, {"vocab", c.vocab}};
-}
-
-json hyper_json(const TrainHyper& h) {
-  // beta1/beta2/eps: train::make_optimizer's Adam options
-  return {{"optimizer", h.optimizer}, {"lr", h.lr},       {"weight_decay", h.weight_decay}, {"momentum", h.momentum},
-          {"beta1", 0.9},             {"beta2", 0.999},   {"eps", 1e-8},                    {"clip", h.clip},
-          {"warmup", h.warmup},       {"steps", h.steps}, {"schedule", h.schedule},         {"seed", h.seed},
-          {"dropout", h.dropout}};
+  json j = shape_json(c.run);
+  j["name"] = c.name;
+  return j;
 }
 
 std::optional<json> read_json(const fs::path& p) {
@@ -369,6 +275,8 @@ int run(int argc, char** argv) {
                      soak_steps = int_or("soak-steps", 300, 101);
   const double sgemm_seconds = quick && !args.given("sgemm-seconds") ? 0.005 : args.real("sgemm-seconds");
   const double tta_target = args.real("tta-target");
+  const train::RunConfig settings = cli::run_config_from_flags(args, cli::RunFields::settings);
+  const json source = settings_source(args);
   std::vector<BenchConfig> configs;
   {
     std::string list = args.text("configs");
@@ -377,16 +285,14 @@ int run(int argc, char** argv) {
     while (std::getline(ss, item, ','))
       if (!item.empty() && item != "none") {
         try {
-          configs.push_back(config_by_name(item));
+          configs.push_back(config_by_name(item, settings));
         } catch (const std::invalid_argument& e) {
           throw CliError(fmt::format("--configs: {}", e.what()));
         }
       }
   }
-  json hyper_source;
-  const TrainHyper hyper = resolve_hyper(args, hyper_source);
   const std::int64_t tta_max = args.given("tta-max-steps") ? args.integer_at_least("tta-max-steps", 1)
-                                                            : (quick ? std::min<std::int64_t>(hyper.steps, 50) : hyper.steps);
+                                                            : (quick ? std::min<std::int64_t>(settings.steps, 50) : settings.steps);
 
   runtime::set_threads(threads);
   const auto blas = runtime::blas_info();
@@ -432,7 +338,7 @@ int run(int argc, char** argv) {
 
   fmt::print(stderr, "bench: {} threads, OpenBLAS core {}, PyTorch {}; training settings: {}\n", threads, blas.core,
              runner.torch ? torch_info["version"].get<std::string>() : "off (" + torch_info["reason"].get<std::string>() + ")",
-             hyper.str());
+             settings_summary(settings));
 
   json result;
   result["threads"] = threads;
@@ -444,31 +350,30 @@ int run(int argc, char** argv) {
                         {"openblas_config", blas.config},
                         {"omp_wait_policy", omp_policy ? omp_policy : "(unset)"}};
   torch_info["omp_wait_policy"] = torch_omp_wait_policy().value_or("(unset)");
-  result["train"] = hyper_json(hyper);
-  result["train"]["source"] = hyper_source;
+  result["train"] = settings_json(settings);
+  result["train"]["source"] = source;
   result["flop_formula"] = kFlopFormula;
   result["timing"] = {{"warmup_steps", warm}, {"windows", windows}, {"window_steps", per}};
   json targets = json::array();
 
   // ---- throughput, per config ----
   for (const auto& c : configs) {
-    const train::RunConfig rc = run_config(c, hyper);
     // The FLOP formula and the gemm list the sgemm limit is measured on must describe the same step.
     double listed = 0;
-    for (const auto& g : model_gemm_shapes(c)) listed += static_cast<double>(g.count) * g.flops();
-    if (std::abs(listed - step_flops(c)) > 1e-9 * listed)
+    for (const auto& g : model_gemm_shapes(c.run)) listed += static_cast<double>(g.count) * g.flops();
+    if (std::abs(listed - step_flops(c.run)) > 1e-9 * listed)
       throw std::logic_error(fmt::format("FLOP model mismatch for {}: formula {} vs gemm list {}", c.name,
-                                         step_flops(c), listed));
+                                         step_flops(c.run), listed));
     fmt::print(stderr, "bench: {} ({}): exporting weights and {} batches\n", c.name, c.str(), warm + windows * per);
-    export_inputs(runner.dir.string(), c.name, rc, warm + windows * per, 0);
-    json spec = {{"mode", "throughput"},       {"config", config_json(c)},       {"train", hyper_json(hyper)},
+    export_inputs(runner.dir.string(), c.name, c.run, warm + windows * per, 0);
+    json spec = {{"mode", "throughput"},       {"config", config_json(c)},       {"train", settings_json(settings)},
                  {"warmup_steps", warm},       {"windows", windows},             {"window_steps", per},
-                 {"profile_steps", prof},      {"sgemm_seconds", sgemm_seconds}, {"step_flops", step_flops(c)}};
+                 {"profile_steps", prof},      {"sgemm_seconds", sgemm_seconds}, {"step_flops", step_flops(c.run)}};
     fmt::print(stderr, "bench: {}: timing headgrad{}\n", c.name, runner.torch ? " and PyTorch" : "");
     auto [hg, pt] = runner.run(spec, c.name, true);
     json& r = result["configs"][c.name];
     r["shape"] = config_json(c);
-    r["flops_per_step"] = step_flops(c);
+    r["flops_per_step"] = step_flops(c.run);
     r["headgrad"] = hg;
     r["torch"] = runner.torch ? pt : json(nullptr);
     r["ratio"] = {{"tokens_per_s", num(hg, "tokens_per_s") / num(pt, "tokens_per_s")},
@@ -481,14 +386,13 @@ int run(int argc, char** argv) {
 
   // ---- time to accuracy (small) ----
   if (!args.flag("skip-tta")) {
-    const BenchConfig c = small_config();
-    const train::RunConfig rc = run_config(c, hyper);
+    const BenchConfig c = small_config(settings);
     fmt::print(stderr, "bench: time to {} held-out seq acc, {} (at most {} steps, eval every {})\n", tta_target,
                c.str(), tta_max, eval_every);
-    export_inputs(runner.dir.string(), "tta", rc, tta_max, eval_count);
-    json spec = {{"mode", "tta"},          {"config", config_json(c)}, {"train", hyper_json(hyper)},
+    export_inputs(runner.dir.string(), "tta", c.run, tta_max, eval_count);
+    json spec = {{"mode", "tta"},          {"config", config_json(c)}, {"train", settings_json(settings)},
                  {"eval_every", eval_every}, {"eval_count", eval_count}, {"target", tta_target},
-                 {"max_steps", tta_max},     {"step_flops", step_flops(c)}};
+                 {"max_steps", tta_max},     {"step_flops", step_flops(c.run)}};
     auto [hg, pt] = runner.run(spec, "tta", true);
     result["time_to_accuracy"] = {{"config", c.name},        {"target", tta_target}, {"eval_every", eval_every},
                                   {"max_steps", tta_max},    {"headgrad", hg},       {"torch", runner.torch ? pt : json(nullptr)}};
@@ -496,9 +400,9 @@ int run(int argc, char** argv) {
 
   // ---- soak (small, headgrad only) ----
   if (!args.flag("skip-soak")) {
-    const BenchConfig c = small_config();
+    const BenchConfig c = small_config(settings);
     fmt::print(stderr, "bench: soak: {} steps of {}, RSS at step 100 and {}\n", soak_steps, c.str(), soak_steps);
-    json spec = {{"mode", "soak"}, {"config", config_json(c)}, {"train", hyper_json(hyper)},
+    json spec = {{"mode", "soak"}, {"config", config_json(c)}, {"train", settings_json(settings)},
                  {"soak_steps", soak_steps}, {"soak_baseline_step", 100}};
     auto [hg, pt] = runner.run(spec, "soak", false);
     result["soak"] = hg;
@@ -525,10 +429,10 @@ int run(int argc, char** argv) {
                         }()));
   {
     std::string overridden;
-    for (const auto& [flag, src] : hyper_source.items())
+    for (const auto& [flag, src] : source.items())
       if (src == "flag") overridden += (overridden.empty() ? " (flags: --" : ", --") + flag;
     if (!overridden.empty()) overridden += ")";
-    t.section(fmt::format("training settings: headgrad train defaults{}: {}", overridden, hyper.str()));
+    t.section(fmt::format("training settings: headgrad train defaults{}: {}", overridden, settings_summary(settings)));
   }
   t.section(fmt::format("FLOPs: {}", kFlopFormula));
   {
@@ -547,7 +451,7 @@ int run(int argc, char** argv) {
     const json& r = result["configs"][c.name];
     const json& hg = r["headgrad"];
     const json& pt = r["torch"];
-    t.section(fmt::format("{}: {}, {:.3f} GFLOP/step", c.name, c.str(), step_flops(c) * 1e-9));
+    t.section(fmt::format("{}: {}, {:.3f} GFLOP/step", c.name, c.str(), step_flops(c.run) * 1e-9));
     const double hms = num(hg, "ms_per_step"), pms = num(pt, "ms_per_step");
     auto or_failed = [](const json& j, const std::string& text) { return has(j, "error") ? "failed" : text; };
     t.row("ms/step", or_failed(hg, fmt_num(hms, 2)), or_failed(pt, fmt_num(pms, 2)), fmt_ratio(hms / pms));

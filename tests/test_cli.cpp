@@ -351,7 +351,7 @@ TEST_CASE("train --json: a JSON summary on the last stdout line, and eval reads 
     const train::LoadedRun lr = train::load_model_checkpoint(out + "/model.safetensors");
     CHECK(lr.step == 33);
     CHECK(lr.config.lr == 0.0005);
-    CHECK(lr.config.model.d_model == 16);
+    CHECK(lr.config.d_model == 16);
     // a flag that would change the model or the data is refused, one line
     for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
              {"--d-model", "32"}, {"--task", "sort"}, {"--batch", "8"}, {"--dropout", "0.1"}, {"--seed", "5"}}) {

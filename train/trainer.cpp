@@ -15,6 +15,7 @@
 #include "framework/ops/ops.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/heatmap_svg.hpp"
+#include "train/run_optimizer.hpp"
 
 namespace headgrad::train {
 namespace {
@@ -71,7 +72,7 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_s
     const std::string input = data::format_sequence(one.tokens, 0, len);
     const std::string pred = data::format_sequence(data::argmax_last(logits), 0, len);
     HeatmapGrid grid;
-    grid.title = fmt::format("attention weights, task {}, step {}: {} -> {}", data::task_name(cfg.task.task), step,
+    grid.title = fmt::format("attention weights, task {}, step {}: {} -> {}", data::task_name(cfg.task), step,
                              input, pred);
     const auto toks = one.tokens.to_int_vector();
     for (std::int64_t j = 0; j < len; ++j) {
@@ -82,10 +83,10 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_s
     for (std::size_t l = 0; l < weights.size(); ++l) {
       grid.row_titles.push_back(fmt::format("layer {}", l));
       std::vector<Tensor> row;
-      for (std::int64_t h = 0; h < cfg.model.heads; ++h) {
+      for (std::int64_t h = 0; h < cfg.heads; ++h) {
         if (l == 0) grid.col_titles.push_back(fmt::format("head {}", h));
         // (T, T) of head h, cut to the valid queries x keys
-        row.push_back(weights[l].slice(1, h, h + 1).reshape({cfg.model.max_len, cfg.model.max_len})
+        row.push_back(weights[l].slice(1, h, h + 1).reshape({cfg.max_len, cfg.max_len})
                           .slice(0, 0, len).slice(1, 0, len).contiguous());
       }
       grid.maps.push_back(std::move(row));
@@ -125,10 +126,24 @@ EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set) {
   return EvalResult{loss_tokens ? loss_sum / static_cast<double>(loss_tokens) : 0.0, acc.token_acc, acc.seq_acc};
 }
 
-TrainSummary train(const TrainOptions& o) {
+namespace {
+
+// A resumed run rebuilds the checkpoint's model and continues its batches: every field that must
+// match on resume has to, or batches, metadata and model would silently disagree.
+void check_resumable(const RunConfig& run, const RunConfig& checkpoint, const std::string& path) {
+  std::string differ;
+  for (const ResumeConflict& c : resume_conflicts(run, checkpoint))
+    differ += fmt::format("{}{} {} (checkpoint: {})", differ.empty() ? "" : ", ", c.field.flag, c.run_value,
+                          c.checkpoint_value);
+  if (!differ.empty())
+    throw std::invalid_argument(fmt::format("{}: the run differs from the checkpoint in what a resumed run keeps: {}",
+                                            path, differ));
+}
+
+TrainSummary run_training(const TrainOptions& o, LoadedRun* resumed) {
   RunConfig cfg = o.run;
-  cfg.model.validate();
-  data::validate(cfg.task);
+  cfg.model_config().validate();
+  data::validate(cfg.task_config());
   runtime::set_threads(o.threads);
 
   namespace fs = std::filesystem;
@@ -144,34 +159,22 @@ TrainSummary train(const TrainOptions& o) {
   // Model and optimizer: fresh, or from a checkpoint.
   std::unique_ptr<models::SequenceModel> model;
   std::int64_t start = 0;
-  if (!o.resume.empty()) {
-    LoadedRun loaded = load_model_checkpoint(o.resume);
-    // The model is rebuilt from the checkpoint's config; the run's must describe the same model
-    // and data, or batches, metadata and model would silently disagree.
-    const models::ModelConfig& a = loaded.config.model;
-    const models::ModelConfig& b = cfg.model;
-    if (a.vocab != b.vocab || a.d_model != b.d_model || a.heads != b.heads || a.layers != b.layers ||
-        a.ffn != b.ffn || a.max_len != b.max_len || a.dropout != b.dropout || loaded.config.task.task != cfg.task.task)
-      throw std::invalid_argument(fmt::format(
-          "{}: the checkpoint's model (task {}, vocab {}, d {}, heads {}, layers {}, ffn {}, max len {}, dropout {}) "
-          "differs from the run's (task {}, vocab {}, d {}, heads {}, layers {}, ffn {}, max len {}, dropout {})",
-          o.resume, data::task_name(loaded.config.task.task), a.vocab, a.d_model, a.heads, a.layers, a.ffn,
-          a.max_len, a.dropout, data::task_name(cfg.task.task), b.vocab, b.d_model, b.heads, b.layers, b.ffn,
-          b.max_len, b.dropout));
-    model = std::move(loaded.model);
-    start = loaded.step;
+  if (resumed) {
+    check_resumable(cfg, resumed->config, o.resume);
+    model = std::move(resumed->model);
+    start = resumed->step;
   } else {
-    model = std::make_unique<models::SequenceModel>(cfg.model, cfg.seed);
+    model = std::make_unique<models::SequenceModel>(cfg.model_config(), cfg.seed);
   }
   const nn::NamedTensors params = model->named_parameters();
   std::vector<Tensor> param_list;
   for (const auto& [n, p] : params) param_list.push_back(p);
   auto opt = make_optimizer(cfg, params);
-  if (!o.resume.empty()) load_optimizer_state(o.resume, *opt);
-  optim::LrSchedule schedule{cfg.lr, cfg.warmup, cfg.steps, cfg.schedule == "cosine"};
+  if (resumed) load_optimizer_state(o.resume, start, *opt);
+  const optim::LrSchedule schedule = lr_schedule(cfg);
 
-  const data::Batch eval_set = data::make_eval_set(cfg.task, o.eval_count);
-  const std::int64_t T = cfg.task.max_len, B = cfg.batch;
+  const data::Batch eval_set = data::make_eval_set(cfg.task_config(), o.eval_count);
+  const std::int64_t T = cfg.max_len, B = cfg.batch;
 
   // metrics.csv: appended to on resume, so the whole curve stays in one file.
   const std::string csv_path = (fs::path(o.out_dir) / "metrics.csv").string();
@@ -219,7 +222,7 @@ TrainSummary train(const TrainOptions& o) {
 
   for (std::int64_t step = start + 1; step <= cfg.steps; ++step) {
     const double t0 = now();
-    const data::Batch batch = data::make_batch(cfg.task, cfg.seed, static_cast<std::uint64_t>(step - 1), B);
+    const data::Batch batch = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(step - 1), B);
     const double lr = schedule.at(step);
     opt->set_lr(lr);
     Tensor logits = model->forward(batch.tokens, batch.valid_lens);               // (B, T, V)
@@ -301,5 +304,15 @@ TrainSummary train(const TrainOptions& o) {
   sum.tokens_per_s = train_seconds > 0 ? static_cast<double>(B * T) * static_cast<double>(sum.losses.size()) / train_seconds : 0.0;
   return sum;
 }
+
+} // namespace
+
+TrainSummary train(const TrainOptions& o) {
+  if (o.resume.empty()) return run_training(o, nullptr);
+  LoadedRun resumed = load_model_checkpoint(o.resume);
+  return run_training(o, &resumed);
+}
+
+TrainSummary train(const TrainOptions& o, LoadedRun resumed) { return run_training(o, &resumed); }
 
 } // namespace headgrad::train

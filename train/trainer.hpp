@@ -47,7 +47,12 @@ struct NonFiniteError : std::runtime_error {
 };
 
 EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set);
+// Trains a fresh model, or continues the checkpoint options.resume (loaded here).
 TrainSummary train(const TrainOptions& options);
+// Continues `resumed`, the checkpoint options.resume already loaded (so it is read once).
+// options.run must keep every field that must match on resume (train::Role): the model is the
+// checkpoint's and its batches continue; std::invalid_argument names the fields that differ.
+TrainSummary train(const TrainOptions& options, LoadedRun resumed);
 
 // SIGINT sets a flag the loop checks between steps; the run saves a checkpoint and returns.
 void install_interrupt_handler();

@@ -27,10 +27,10 @@ int eval_command(int argc, char** argv) {
   const std::int64_t examples = args.integer_at_least("examples", 0);
   runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
   train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
-  const data::Batch set = data::make_eval_set(run.config.task, count);
+  const data::Batch set = data::make_eval_set(run.config.task_config(), count);
   const train::EvalResult r = train::evaluate(*run.model, set);
   fmt::print("checkpoint {} (task {}, step {}): held-out {} sequences: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n",
-             args.text("checkpoint"), data::task_name(run.config.task.task), run.step, count, r.loss, r.token_acc,
+             args.text("checkpoint"), data::task_name(run.config.task), run.step, count, r.loss, r.token_acc,
              r.seq_acc);
   if (examples > 0) {
     NoGradGuard ng;
