@@ -7,78 +7,51 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/run_config_json.hpp"
 #include "framework/autograd.hpp"
 #include "framework/io/safetensors.hpp"
-#include "framework/ops/nn_ops.hpp"
-#include "framework/storage.hpp"
 #include "framework/runtime/threads.hpp"
-#include "bench/run_config_json.hpp"
+#include "framework/storage.hpp"
+#include "train/evaluate.hpp"
 #include "train/run_optimizer.hpp"
-#include "train/trainer.hpp"
+#include "train/train_step.hpp"
 
 namespace headgrad::bench {
 namespace {
 
 using json = nlohmann::json;
 
-// Wall time of the parts of one step (profiled steps only).
+// Wall time of the parts of a step (profiled steps only): drawing the batch, then train_step's.
 struct Phases {
-  double batch = 0, forward = 0, backward = 0, clip = 0, optimizer = 0;
+  double batch = 0;
+  train::StepPhases step;
 };
 
-// One training step exactly as train/trainer.cpp does it: batch `step - 1` of the run, the
-// scheduled learning rate, forward, masked cross-entropy, zero_grad, backward, global-norm clip,
-// optimizer step. (The trainer's per-step CSV line and progress output are left out.)
-class StepRunner {
+// The headgrad side of a measurement: the model and optimizer of `cfg`, stepped as the trainer
+// steps them: batch `step - 1` of the run, the scheduled learning rate, train::train_step.
+class Stepper {
 public:
-  explicit StepRunner(const train::RunConfig& cfg)
-      : cfg_(cfg), model_(std::make_unique<models::SequenceModel>(cfg.model_config(), cfg.seed)),
-        params_(model_->named_parameters()),
-        opt_(train::make_optimizer(cfg, params_)),
-        schedule_(train::lr_schedule(cfg)) {
-    for (const auto& [n, p] : params_) param_list_.push_back(p);
-  }
+  explicit Stepper(const train::RunConfig& cfg)
+      : cfg_(cfg), task_(cfg.task_config()), model_(cfg.model_config(), cfg.seed),
+        optimizer_(train::make_optimizer(cfg, model_.named_parameters())), schedule_(train::lr_schedule(cfg)) {}
 
+  // Returns the step's loss.
   double step(std::int64_t step, Phases* ph = nullptr) {
     const double t0 = ph ? now_seconds() : 0;
-    const data::Batch batch = data::make_batch(cfg_.task_config(), cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
-    const double t1 = ph ? now_seconds() : 0;
-    opt_->set_lr(schedule_.at(step));
-    double loss_value = 0;
-    {
-      Tensor logits = model_->forward(batch.tokens, batch.valid_lens); // (B, T, V)
-      Tensor loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, cfg_.max_len));
-      loss_value = loss.item();
-      if (!std::isfinite(loss_value)) throw std::runtime_error(fmt::format("step {}: the loss is {}", step, loss_value));
-      const double t2 = ph ? now_seconds() : 0;
-      opt_->zero_grad();
-      loss.backward();
-      if (ph) {
-        ph->batch += t1 - t0;
-        ph->forward += t2 - t1;
-        ph->backward += now_seconds() - t2;
-      }
-    }
-    const double t3 = ph ? now_seconds() : 0;
-    if (cfg_.clip > 0) optim::clip_grad_norm(param_list_, cfg_.clip);
-    const double t4 = ph ? now_seconds() : 0;
-    opt_->step();
-    if (ph) {
-      ph->clip += t4 - t3;
-      ph->optimizer += now_seconds() - t4;
-    }
-    return loss_value;
+    const data::Batch batch = data::make_batch(task_, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
+    if (ph) ph->batch += now_seconds() - t0;
+    return train::train_step(model_, *optimizer_, batch, {step, schedule_.at(step), cfg_.clip}, ph ? &ph->step : nullptr)
+        .loss;
   }
 
-  models::SequenceModel& model() { return *model_; }
+  models::SequenceModel& model() { return model_; }
 
 private:
-  train::RunConfig cfg_;
-  std::unique_ptr<models::SequenceModel> model_;
-  nn::NamedTensors params_;
-  std::vector<Tensor> param_list_;
-  std::unique_ptr<optim::Optimizer> opt_;
-  optim::LrSchedule schedule_;
+  const train::RunConfig cfg_;
+  const data::TaskConfig task_;
+  models::SequenceModel model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  const optim::LrSchedule schedule_;
 };
 
 BenchConfig config_from_spec(const json& spec) {
@@ -90,7 +63,7 @@ json throughput(const json& spec) {
   const train::RunConfig& cfg = bc.run;
   const std::int64_t warm = spec.at("warmup_steps"), windows = spec.at("windows"), per = spec.at("window_steps"),
                      prof_steps = spec.at("profile_steps");
-  StepRunner runner(cfg);
+  Stepper runner(cfg);
   std::int64_t s = 0;
   const double first_loss = runner.step(++s);
   while (s < warm) runner.step(++s);
@@ -144,10 +117,10 @@ json throughput(const json& spec) {
                     {"ms_per_step", wall / n * 1e3},
                     {"op_ms_per_step", op_total / n * 1e3},
                     {"phases_ms", {{"batch", ph.batch / n * 1e3},
-                                   {"forward", ph.forward / n * 1e3},
-                                   {"backward", ph.backward / n * 1e3},
-                                   {"clip", ph.clip / n * 1e3},
-                                   {"optimizer", ph.optimizer / n * 1e3}}},
+                                   {"forward", ph.step.forward / n * 1e3},
+                                   {"backward", ph.step.backward / n * 1e3},
+                                   {"clip", ph.step.clip / n * 1e3},
+                                   {"optimizer", ph.step.optimizer / n * 1e3}}},
                     {"ops", ops}};
   }
 
@@ -169,7 +142,7 @@ json time_to_accuracy(const json& spec) {
   const std::int64_t eval_every = spec.at("eval_every"), max_steps = spec.at("max_steps");
   const double target = spec.at("target");
   const data::Batch eval_set = data::make_eval_set(cfg.task_config(), spec.at("eval_count"));
-  StepRunner runner(cfg);
+  Stepper runner(cfg);
   double train_seconds = 0;
   const double wall0 = now_seconds();
   json curve = json::array();
@@ -198,7 +171,7 @@ json time_to_accuracy(const json& spec) {
 json soak(const json& spec) {
   const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t steps = spec.at("soak_steps"), base_step = spec.at("soak_baseline_step");
-  StepRunner runner(cfg);
+  Stepper runner(cfg);
   json r;
   auto snapshot = [&](std::int64_t step) {
     const AllocatorStats a = allocator_stats();

@@ -14,9 +14,9 @@
 
 #include "framework/io/safetensors.hpp"
 #include "framework/autograd.hpp"
-#include "framework/ops/nn_ops.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_optimizer.hpp"
+#include "train/train_step.hpp"
 
 using namespace headgrad;
 using namespace headgrad::train;
@@ -89,11 +89,7 @@ struct Trained {
     opt = make_optimizer(cfg, model->named_parameters());
     for (int s = 0; s < steps; ++s) {
       data::Batch b = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(s), cfg.batch);
-      Tensor logits = model->forward(b.tokens, b.valid_lens);
-      Tensor loss = ops::cross_entropy(logits, b.targets, ops::sequence_mask(b.valid_lens, cfg.max_len));
-      opt->zero_grad();
-      loss.backward();
-      opt->step();
+      (void)train_step(*model, *opt, b, {s + 1, cfg.lr, /*clip=*/0});
     }
   }
 };

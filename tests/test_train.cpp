@@ -522,3 +522,28 @@ TEST_CASE("SIGINT through the CLI: exit 0, 'interrupted', a loadable checkpoint,
   }
   CHECK(expect == target + 1);
 }
+
+TEST_CASE("train_step: the loss of the batch, the gradient norm before clipping, and a stop before a non-finite update") {
+  TrainOptions o = tiny("", 1);
+  const RunConfig& c = o.run;
+  models::SequenceModel model(c.model_config(), c.seed);
+  auto opt = make_optimizer(c, model.named_parameters());
+  const data::Batch batch = data::make_batch(c.task_config(), c.seed, 0, c.batch);
+  const double initial = model.dense->bias.to_vector()[0];
+  StepPhases phases;
+  const StepResult r = train_step(model, *opt, batch, {1, c.lr, c.clip}, &phases);
+  CHECK(r.loss > 2.0); // near ln(10) before the first update
+  CHECK(r.grad_norm > 0);
+  CHECK(phases.forward > 0);
+  CHECK(phases.backward > 0);
+  CHECK(opt->steps() == 1);
+  CHECK(model.dense->bias.to_vector()[0] != initial); // updated
+
+  model.dense->weight.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<double> before = model.dense->bias.to_vector();
+  CHECK_THROWS_WITH_AS(train_step(model, *opt, batch, {2, c.lr, c.clip}),
+                       doctest::Contains("step 2: the loss is nan (first non-finite tensor: parameter 'dense.weight')"),
+                       NonFiniteError);
+  CHECK(opt->steps() == 1);                            // no update
+  CHECK(model.dense->bias.to_vector() == before);
+}

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <stdexcept>
 
 namespace headgrad::train {
 namespace {
@@ -108,6 +111,18 @@ std::string render_heatmaps_svg(const HeatmapGrid& grid) {
                    grid.signed_values ? "+max" : "1", bx + 18, by + 120, grid.signed_values ? "-max" : "0");
   s += "</svg>\n";
   return s;
+}
+
+void write_svg_file(const std::string& path, const std::string& svg) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << svg;
+    if (!f) throw std::runtime_error(fmt::format("{}: cannot write", path));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: cannot write ({})", path, ec.message()));
 }
 
 } // namespace headgrad::train

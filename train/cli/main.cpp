@@ -7,7 +7,7 @@
 
 #include "train/cli/blas_core.hpp"
 #include "train/cli/commands.hpp"
-#include "train/trainer.hpp"
+#include "train/train_step.hpp"
 
 namespace {
 

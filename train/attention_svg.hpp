@@ -1,0 +1,17 @@
+// attention_svg.hpp - the picture `headgrad train` leaves in its output directory: every layer's
+// and head's attention weights on the first held-out sequence (like d2l's show_heatmaps).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "data/tasks.hpp"
+#include "models/transformer.hpp"
+
+namespace headgrad::train {
+
+// Runs `model` (in eval mode, without a graph) on the first sequence of `eval_set` and writes
+// one heatmap per (layer, head), cut to the sequence's valid queries x keys, to `path`.
+void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_set, data::Task task,
+                         std::int64_t step, const std::string& path);
+
+} // namespace headgrad::train
