@@ -7,7 +7,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/flop_model.hpp"
+#include "bench/processes.hpp"
 #include "bench/run_config_json.hpp"
+#include "bench/sgemm_limit.hpp"
+#include "bench/timing.hpp"
 #include "framework/autograd.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/runtime/threads.hpp"
@@ -58,19 +62,66 @@ BenchConfig config_from_spec(const json& spec) {
   return {spec.at("config").at("name"), run_config_from_json(spec.at("config"), spec.at("train"))};
 }
 
+// Where the time goes: per-op times from the autograd profiler plus the step's phases, over
+// `steps` extra steps after the timed windows (the profiler's clock calls are not in the timings).
+json profile_json(Stepper& stepper, std::int64_t& s, std::int64_t steps) {
+  Phases ph;
+  profiler_reset();
+  profiler_enable(true);
+  const double t0 = now_seconds();
+  for (std::int64_t j = 0; j < steps; ++j) stepper.step(++s, &ph);
+  const double wall = now_seconds() - t0;
+  profiler_enable(false);
+  const double n = static_cast<double>(steps);
+  auto rows = profiler_report();
+  std::sort(rows.begin(), rows.end(), [](const OpProfile& a, const OpProfile& b) {
+    return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
+  });
+  json ops = json::array();
+  double op_total = 0;
+  for (const auto& row : rows) {
+    op_total += row.forward_seconds + row.backward_seconds;
+    ops.push_back({{"op", row.name},
+                   {"fwd_ms", row.forward_seconds / n * 1e3},
+                   {"bwd_ms", row.backward_seconds / n * 1e3},
+                   {"fwd_calls", static_cast<double>(row.forward_calls) / n},
+                   {"bwd_calls", static_cast<double>(row.backward_calls) / n}});
+  }
+  return {{"steps", steps},
+          {"ms_per_step", wall / n * 1e3},
+          {"op_ms_per_step", op_total / n * 1e3},
+          {"phases_ms", {{"batch", ph.batch / n * 1e3},
+                         {"forward", ph.step.forward / n * 1e3},
+                         {"backward", ph.step.backward / n * 1e3},
+                         {"clip", ph.step.clip / n * 1e3},
+                         {"optimizer", ph.step.optimizer / n * 1e3}}},
+          {"ops", ops}};
+}
+
+json sgemm_json(const SgemmLimit& lim) {
+  json shapes = json::array();
+  for (const auto& x : lim.shapes)
+    shapes.push_back({{"shape", x.shape.str()}, {"what", x.shape.what}, {"count", x.shape.count},
+                      {"gflops", x.gflops}, {"ms", x.seconds * 1e3}});
+  return {{"best_gflops", lim.best_gflops},
+          {"best_shape", lim.best_shape},
+          {"mix_gflops", lim.mix_gflops},
+          {"matmul_ms_per_step", lim.matmul_ms_per_step},
+          {"shapes", shapes}};
+}
+
 json throughput(const json& spec) {
-  const BenchConfig bc = config_from_spec(spec);
-  const train::RunConfig& cfg = bc.run;
+  const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t warm = spec.at("warmup_steps"), windows = spec.at("windows"), per = spec.at("window_steps"),
                      prof_steps = spec.at("profile_steps");
-  Stepper runner(cfg);
+  Stepper stepper(cfg);
   std::int64_t s = 0;
-  const double first_loss = runner.step(++s);
-  while (s < warm) runner.step(++s);
+  const double first_loss = stepper.step(++s);
+  while (s < warm) stepper.step(++s);
   std::vector<double> window_ms;
   for (std::int64_t w = 0; w < windows; ++w) {
     const double t0 = now_seconds();
-    for (std::int64_t j = 0; j < per; ++j) runner.step(++s);
+    for (std::int64_t j = 0; j < per; ++j) stepper.step(++s);
     window_ms.push_back((now_seconds() - t0) / static_cast<double>(per) * 1e3);
   }
   const double ms = median(window_ms);
@@ -87,53 +138,8 @@ json throughput(const json& spec) {
                     {"bytes_cached", a.bytes_cached},
                     {"system_allocs", a.system_allocs},
                     {"cache_hits", a.cache_hits}};
-
-  // Where the time goes: per-op times from the autograd profiler plus the step's phases, over
-  // extra steps after the timed windows (the profiler's clock calls are not in the figures above).
-  if (prof_steps > 0) {
-    Phases ph;
-    profiler_reset();
-    profiler_enable(true);
-    const double t0 = now_seconds();
-    for (std::int64_t j = 0; j < prof_steps; ++j) runner.step(++s, &ph);
-    const double wall = now_seconds() - t0;
-    profiler_enable(false);
-    const double n = static_cast<double>(prof_steps);
-    auto rows = profiler_report();
-    std::sort(rows.begin(), rows.end(), [](const OpProfile& a, const OpProfile& b) {
-      return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
-    });
-    json ops = json::array();
-    double op_total = 0;
-    for (const auto& row : rows) {
-      op_total += row.forward_seconds + row.backward_seconds;
-      ops.push_back({{"op", row.name},
-                     {"fwd_ms", row.forward_seconds / n * 1e3},
-                     {"bwd_ms", row.backward_seconds / n * 1e3},
-                     {"fwd_calls", static_cast<double>(row.forward_calls) / n},
-                     {"bwd_calls", static_cast<double>(row.backward_calls) / n}});
-    }
-    r["profile"] = {{"steps", prof_steps},
-                    {"ms_per_step", wall / n * 1e3},
-                    {"op_ms_per_step", op_total / n * 1e3},
-                    {"phases_ms", {{"batch", ph.batch / n * 1e3},
-                                   {"forward", ph.step.forward / n * 1e3},
-                                   {"backward", ph.step.backward / n * 1e3},
-                                   {"clip", ph.step.clip / n * 1e3},
-                                   {"optimizer", ph.step.optimizer / n * 1e3}}},
-                    {"ops", ops}};
-  }
-
-  const SgemmLimit lim = measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>());
-  json shapes = json::array();
-  for (const auto& x : lim.shapes)
-    shapes.push_back({{"shape", x.shape.str()}, {"what", x.shape.what}, {"count", x.shape.count},
-                      {"gflops", x.gflops}, {"ms", x.seconds * 1e3}});
-  r["sgemm"] = {{"best_gflops", lim.best_gflops},
-                {"best_shape", lim.best_shape},
-                {"mix_gflops", lim.mix_gflops},
-                {"matmul_ms_per_step", lim.matmul_ms_per_step},
-                {"shapes", shapes}};
+  if (prof_steps > 0) r["profile"] = profile_json(stepper, s, prof_steps);
+  r["sgemm"] = sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>()));
   return r;
 }
 
@@ -142,7 +148,7 @@ json time_to_accuracy(const json& spec) {
   const std::int64_t eval_every = spec.at("eval_every"), max_steps = spec.at("max_steps");
   const double target = spec.at("target");
   const data::Batch eval_set = data::make_eval_set(cfg.task_config(), spec.at("eval_count"));
-  Stepper runner(cfg);
+  Stepper stepper(cfg);
   double train_seconds = 0;
   const double wall0 = now_seconds();
   json curve = json::array();
@@ -151,10 +157,10 @@ json time_to_accuracy(const json& spec) {
   double acc = 0;
   while (s < max_steps) {
     const double t0 = now_seconds();
-    runner.step(++s);
+    stepper.step(++s);
     train_seconds += now_seconds() - t0;
     if (s % eval_every == 0 || s == max_steps) {
-      acc = train::evaluate(runner.model(), eval_set).seq_acc;
+      acc = train::evaluate(stepper.model(), eval_set).seq_acc;
       curve.push_back({s, acc});
       fmt::print(stderr, "bench:   headgrad step {:>5}: held-out seq acc {:.4f} ({:.1f} s training)\n", s, acc,
                  train_seconds);
@@ -171,7 +177,7 @@ json time_to_accuracy(const json& spec) {
 json soak(const json& spec) {
   const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t steps = spec.at("soak_steps"), base_step = spec.at("soak_baseline_step");
-  Stepper runner(cfg);
+  Stepper stepper(cfg);
   json r;
   auto snapshot = [&](std::int64_t step) {
     const AllocatorStats a = allocator_stats();
@@ -183,7 +189,7 @@ json soak(const json& spec) {
   };
   const double t0 = now_seconds();
   for (std::int64_t s = 1; s <= steps; ++s) {
-    runner.step(s);
+    stepper.step(s);
     if (s == base_step) r["baseline"] = snapshot(s);
   }
   r["end"] = snapshot(steps);

@@ -56,7 +56,11 @@ train::RunConfig run_config_from_flags(const Args& args, RunFields which) {
   train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
     if (selected(which, f)) read_flag(args, f, c.*member);
   });
-  c.validate();
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw CliError(e.what()); // a usage error: one line, exit code 2
+  }
   return c;
 }
 

@@ -21,7 +21,7 @@ bool selected(RunFields which, const train::FieldInfo& field);
 std::vector<FlagSpec> run_config_flags(RunFields which);
 
 // RunConfig{} with the selected fields read from `args` (their defaults where not given), then
-// validated. Throws CliError or std::invalid_argument, one line naming the flag.
+// validated. Throws CliError, one line naming the flag.
 train::RunConfig run_config_from_flags(const Args& args, RunFields which);
 
 // The settings a run resumed from `checkpoint` (loaded from `path`) continues with: the
