@@ -26,14 +26,12 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_s
   }
   const auto weights = model.attention_weights(); // per layer: (1, H, T, T)
   for (std::size_t l = 0; l < weights.size(); ++l) {
-    grid.row_titles.push_back(fmt::format("layer {}", l));
-    std::vector<Tensor> row;
-    for (std::int64_t h = 0; h < model.config.heads; ++h) {
-      if (l == 0) grid.col_titles.push_back(fmt::format("head {}", h));
+    HeatmapRow row{fmt::format("layer {}", l), {}};
+    for (std::int64_t h = 0; h < model.config.heads; ++h)
       // (T, T) of head h, cut to the valid queries x keys
-      row.push_back(weights[l].slice(1, h, h + 1).reshape({T, T}).slice(0, 0, len).slice(1, 0, len).contiguous());
-    }
-    grid.maps.push_back(std::move(row));
+      row.maps.push_back({fmt::format("head {}", h),
+                          weights[l].slice(1, h, h + 1).reshape({T, T}).slice(0, 0, len).slice(1, 0, len).contiguous()});
+    grid.rows.push_back(std::move(row));
   }
   write_svg_file(path, render_heatmaps_svg(grid));
 }

@@ -1,5 +1,5 @@
-// heatmap_svg.hpp - heatmaps in plain SVG (like d2l's show_heatmaps): the trainer's attention
-// picture and `headgrad explain --svg` draw with it.
+// heatmap_svg.hpp - a grid of heatmaps in plain SVG (like d2l's show_heatmaps): the trainer's
+// attention.svg and `headgrad explain --svg` draw with it.
 #pragma once
 #include <string>
 #include <vector>
@@ -8,15 +8,24 @@
 
 namespace headgrad::train {
 
+struct Heatmap {
+  std::string title; // above the map, e.g. "head 1"
+  Tensor values;     // 2-D (rows, cols)
+};
+
+struct HeatmapRow {
+  std::string title; // left of the row, e.g. "layer 0"
+  std::vector<Heatmap> maps; // sizes may differ
+};
+
 struct HeatmapGrid {
   std::string title;
-  std::vector<std::string> row_titles;    // one per grid row (e.g. "layer 0")
-  std::vector<std::string> col_titles;    // one per grid column (e.g. "head 1")
-  std::vector<std::vector<Tensor>> maps;  // [row][col], each 2-D (rows, cols); sizes may differ
-  std::vector<std::string> query_labels;  // labels along each map's rows (optional)
-  std::vector<std::string> key_labels;    // labels along each map's columns (optional)
+  std::vector<HeatmapRow> rows;
+  std::vector<std::string> query_labels; // labels along each map's rows (optional)
+  std::vector<std::string> key_labels;   // labels along each map's columns (optional)
   // false: values are weights in [0, 1], drawn white..blue. true: each map is drawn on its own
-  // scale, blue (most negative) .. white (0) .. red (most positive); hover shows the raw value.
+  // scale, blue (most negative) .. white (0) .. red (most positive), and the legend says so;
+  // hover shows the raw value.
   bool signed_values = false;
 };
 
