@@ -22,7 +22,8 @@ using json = nlohmann::json;
 json settings_source(const cli::Args& args) {
   json source = json::object();
   train::visit_run_fields([&](const train::FieldInfo& f, auto) {
-    if (cli::selected(cli::RunFields::settings, f)) source[f.flag] = args.given(f.flag) ? "flag" : "headgrad train default";
+    if (cli::selected(cli::RunFields::settings, f))
+      source[f.flag] = args.given(f.flag) ? "flag" : "headgrad train default";
   });
   return source;
 }
@@ -99,8 +100,8 @@ BenchOptions bench_options(const cli::Args& args) {
   o.settings = cli::run_config_from_flags(args, cli::RunFields::settings);
   o.settings_source = settings_source(args);
   o.configs = configs_from(args.text("configs"), o.settings);
-  o.tta_max_steps = args.given("tta-max-steps") ? args.integer_at_least("tta-max-steps", 1)
-                                                : (o.quick ? std::min<std::int64_t>(o.settings.steps, 50) : o.settings.steps);
+  const std::int64_t all_steps = o.quick ? std::min<std::int64_t>(o.settings.steps, 50) : o.settings.steps;
+  o.tta_max_steps = args.given("tta-max-steps") ? args.integer_at_least("tta-max-steps", 1) : all_steps;
   o.tta = !args.flag("skip-tta");
   o.soak = !args.flag("skip-soak");
   o.no_torch = args.flag("no-torch");

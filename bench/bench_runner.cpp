@@ -33,9 +33,11 @@ json find_torch(const BenchOptions& o) {
   if (o.no_torch) return {{"available", false}, {"reason", "--no-torch"}};
   if (access(o.python.c_str(), X_OK) != 0) return {{"available", false}, {"reason", o.python + " not found"}};
   int code = 0;
-  const std::string v = capture_process({o.python, "-c", "import sys, torch; sys.stdout.write(torch.__version__)"}, &code);
+  const std::string v =
+      capture_process({o.python, "-c", "import sys, torch; sys.stdout.write(torch.__version__)"}, &code);
   if (code != 0) return {{"available", false}, {"reason", fmt::format("{} -c 'import torch' failed", o.python)}};
-  if (access(o.torch_script.c_str(), R_OK) != 0) return {{"available", false}, {"reason", o.torch_script + " not found"}};
+  if (access(o.torch_script.c_str(), R_OK) != 0)
+    return {{"available", false}, {"reason", o.torch_script + " not found"}};
   return {{"available", true}, {"version", v}};
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <random>
+#include <set>
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
@@ -459,4 +460,33 @@ TEST_CASE("a save interrupted at each point leaves an optimizer state of the mod
       CHECK(std::string(e.what()).find("optimizer state is from step 4 but the model is from step 3") != std::string::npos);
     }
   }
+}
+
+namespace {
+// Converts to any member type: RunConfig{Any{}, ...} compiles with as many as it has members.
+struct AnyMember {
+  template <typename T> operator T() const { return T{}; }
+};
+template <typename Aggregate, typename... Members> constexpr std::size_t member_count() {
+  if constexpr (requires { Aggregate{Members{}..., AnyMember{}}; })
+    return member_count<Aggregate, Members..., AnyMember>();
+  else
+    return sizeof...(Members);
+}
+} // namespace
+
+TEST_CASE("the run config's field table lists every RunConfig member once, with its own flag and key") {
+  std::set<std::string> flags, keys;
+  std::size_t fields = 0;
+  visit_run_fields([&](const FieldInfo& f, auto) {
+    ++fields;
+    flags.insert(f.flag);
+    keys.insert(metadata_key(f));
+  });
+  CHECK(fields == member_count<RunConfig>());
+  CHECK(flags.size() == fields);
+  CHECK(keys.size() == fields);
+  // every field is in the metadata, under its key
+  const auto meta = run_metadata(RunConfig{}, 0);
+  for (const auto& k : keys) CHECK(meta.count(k) == 1);
 }

@@ -523,7 +523,7 @@ TEST_CASE("SIGINT through the CLI: exit 0, 'interrupted', a loadable checkpoint,
   CHECK(expect == target + 1);
 }
 
-TEST_CASE("train_step: the loss of the batch, the gradient norm before clipping, and a stop before a non-finite update") {
+TEST_CASE("train_step: the batch loss, the gradient norm before clipping, a stop before a non-finite update") {
   TrainOptions o = tiny("", 1);
   const RunConfig& c = o.run;
   models::SequenceModel model(c.model_config(), c.seed);

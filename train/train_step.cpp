@@ -67,9 +67,9 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
     // A NaN/Inf parameter can hide in the forward (e.g. behind a ReLU) and show up only in
     // other tensors' gradients: name it too.
     const std::string bad = first_nonfinite_param(params);
-    throw NonFiniteError(fmt::format("step {}: the gradient of '{}' is not finite{}; training stopped before the update",
-                                     step, first_nonfinite_grad(params),
-                                     bad.empty() ? "" : " (parameter '" + bad + "' itself is not finite)"));
+    throw NonFiniteError(
+        fmt::format("step {}: the gradient of '{}' is not finite{}; training stopped before the update", step,
+                    first_nonfinite_grad(params), bad.empty() ? "" : " (parameter '" + bad + "' itself is not finite)"));
   }
   return norm;
 }
