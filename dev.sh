@@ -65,7 +65,7 @@ case "$cmd" in
     ;;
   bench)
     deps
-    # only the benchmark and what it needs (the headgrad CLI, asked for the training defaults)
+    # only the benchmark and what it needs
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build build -j"$JOBS" --target headgrad_bench
     exec ./build/headgrad_bench "$@"

@@ -7,117 +7,122 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/flop_model.hpp"
+#include "bench/processes.hpp"
+#include "bench/run_config_json.hpp"
+#include "bench/sgemm_limit.hpp"
+#include "bench/timing.hpp"
 #include "framework/autograd.hpp"
 #include "framework/profiler.hpp"
 #include "framework/io/safetensors.hpp"
-#include "framework/ops/nn_ops.hpp"
+#include "framework/runtime/threads.hpp"
 #include "framework/storage.hpp"
-#include "train/runtime.hpp"
-#include "train/trainer.hpp"
+#include "train/evaluate.hpp"
+#include "train/run_optimizer.hpp"
+#include "train/train_step.hpp"
 
 namespace headgrad::bench {
 namespace {
 
 using json = nlohmann::json;
 
-// Wall time of the parts of one step (profiled steps only).
+// Wall time of the parts of a step (profiled steps only): drawing the batch, then train_step's.
 struct Phases {
-  double batch = 0, forward = 0, backward = 0, clip = 0, optimizer = 0;
+  double batch = 0;
+  train::StepPhases step;
 };
 
-// One training step exactly as train/trainer.cpp does it: batch `step - 1` of the run, the
-// scheduled learning rate, forward, masked cross-entropy, zero_grad, backward, global-norm clip,
-// optimizer step. (The trainer's per-step CSV line and progress output are left out.)
-class StepRunner {
+// The headgrad side of a measurement: the model and optimizer of `cfg`, stepped as the trainer
+// steps them: batch `step - 1` of the run, the scheduled learning rate, train::train_step.
+class Stepper {
 public:
-  explicit StepRunner(const train::RunConfig& cfg)
-      : cfg_(cfg), model_(std::make_unique<models::SequenceModel>(cfg.model, cfg.seed)),
-        params_(model_->named_parameters()),
-        opt_(train::make_optimizer(cfg, params_)),
-        schedule_{cfg.lr, cfg.warmup, cfg.steps, cfg.schedule == "cosine"} {
-    for (const auto& [n, p] : params_) param_list_.push_back(p);
-  }
+  explicit Stepper(const train::RunConfig& cfg)
+      : cfg_(cfg), task_(cfg.task_config()), model_(cfg.model_config(), cfg.seed),
+        optimizer_(train::make_optimizer(cfg, model_.named_parameters())), schedule_(train::lr_schedule(cfg)) {}
 
+  // Returns the step's loss.
   double step(std::int64_t step, Phases* ph = nullptr) {
     const double t0 = ph ? now_seconds() : 0;
-    const data::Batch batch = data::make_batch(cfg_.task, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
-    const double t1 = ph ? now_seconds() : 0;
-    opt_->set_lr(schedule_.at(step));
-    double loss_value = 0;
-    {
-      Tensor logits = model_->forward(batch.tokens, batch.valid_lens); // (B, T, V)
-      Tensor loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, cfg_.task.max_len));
-      loss_value = loss.item();
-      if (!std::isfinite(loss_value)) throw std::runtime_error(fmt::format("step {}: the loss is {}", step, loss_value));
-      const double t2 = ph ? now_seconds() : 0;
-      opt_->zero_grad();
-      loss.backward();
-      if (ph) {
-        ph->batch += t1 - t0;
-        ph->forward += t2 - t1;
-        ph->backward += now_seconds() - t2;
-      }
-    }
-    const double t3 = ph ? now_seconds() : 0;
-    if (cfg_.clip > 0) optim::clip_grad_norm(param_list_, cfg_.clip);
-    const double t4 = ph ? now_seconds() : 0;
-    opt_->step();
-    if (ph) {
-      ph->clip += t4 - t3;
-      ph->optimizer += now_seconds() - t4;
-    }
-    return loss_value;
+    const data::Batch batch = data::make_batch(task_, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
+    if (ph) ph->batch += now_seconds() - t0;
+    return train::train_step(model_, *optimizer_, batch, {step, schedule_.at(step), cfg_.clip}, ph ? &ph->step : nullptr)
+        .loss;
   }
 
-  models::SequenceModel& model() { return *model_; }
+  models::SequenceModel& model() { return model_; }
 
 private:
-  train::RunConfig cfg_;
-  std::unique_ptr<models::SequenceModel> model_;
-  nn::NamedTensors params_;
-  std::vector<Tensor> param_list_;
-  std::unique_ptr<optim::Optimizer> opt_;
-  optim::LrSchedule schedule_;
+  const train::RunConfig cfg_;
+  const data::TaskConfig task_;
+  models::SequenceModel model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  const optim::LrSchedule schedule_;
 };
 
-train::RunConfig config_from_spec(const json& spec) {
-  const json& c = spec.at("config");
-  BenchConfig bc{c.at("name"), c.at("batch"), c.at("min_len"), c.at("max_len"), c.at("d_model"),
-                 c.at("heads"), c.at("layers"), c.at("ffn"), c.at("vocab")};
-  const json& t = spec.at("train");
-  TrainHyper h;
-  h.optimizer = t.at("optimizer");
-  h.schedule = t.at("schedule");
-  h.lr = t.at("lr");
-  h.weight_decay = t.at("weight_decay");
-  h.momentum = t.at("momentum");
-  h.clip = t.at("clip");
-  h.dropout = t.at("dropout");
-  h.warmup = t.at("warmup");
-  h.steps = t.at("steps");
-  h.seed = t.at("seed");
-  return run_config(bc, h);
+BenchConfig config_from_spec(const json& spec) {
+  return {spec.at("config").at("name"), run_config_from_json(spec.at("config"), spec.at("train"))};
 }
 
-BenchConfig bench_config_from_spec(const json& spec) {
-  const json& c = spec.at("config");
-  return BenchConfig{c.at("name"), c.at("batch"), c.at("min_len"), c.at("max_len"), c.at("d_model"),
-                     c.at("heads"), c.at("layers"), c.at("ffn"), c.at("vocab")};
+// Where the time goes: per-op times from the autograd profiler plus the step's phases, over
+// `steps` extra steps after the timed windows (the profiler's clock calls are not in the timings).
+json profile_json(Stepper& stepper, std::int64_t& s, std::int64_t steps) {
+  Phases ph;
+  profiler_reset();
+  profiler_enable(true);
+  const double t0 = now_seconds();
+  for (std::int64_t j = 0; j < steps; ++j) stepper.step(++s, &ph);
+  const double wall = now_seconds() - t0;
+  profiler_enable(false);
+  const double n = static_cast<double>(steps);
+  auto rows = profiler_report();
+  std::sort(rows.begin(), rows.end(), [](const OpProfile& a, const OpProfile& b) {
+    return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
+  });
+  json ops = json::array();
+  double op_total = 0;
+  for (const auto& row : rows) {
+    op_total += row.forward_seconds + row.backward_seconds;
+    ops.push_back({{"op", row.name},
+                   {"fwd_ms", row.forward_seconds / n * 1e3},
+                   {"bwd_ms", row.backward_seconds / n * 1e3},
+                   {"fwd_calls", static_cast<double>(row.forward_calls) / n},
+                   {"bwd_calls", static_cast<double>(row.backward_calls) / n}});
+  }
+  return {{"steps", steps},
+          {"ms_per_step", wall / n * 1e3},
+          {"op_ms_per_step", op_total / n * 1e3},
+          {"phases_ms", {{"batch", ph.batch / n * 1e3},
+                         {"forward", ph.step.forward / n * 1e3},
+                         {"backward", ph.step.backward / n * 1e3},
+                         {"clip", ph.step.clip / n * 1e3},
+                         {"optimizer", ph.step.optimizer / n * 1e3}}},
+          {"ops", ops}};
+}
+
+json sgemm_json(const SgemmLimit& lim) {
+  json shapes = json::array();
+  for (const auto& x : lim.shapes)
+    shapes.push_back({{"shape", x.shape.str()}, {"what", x.shape.what}, {"count", x.shape.count},
+                      {"gflops", x.gflops}, {"ms", x.seconds * 1e3}});
+  return {{"best_gflops", lim.best_gflops},
+          {"best_shape", lim.best_shape},
+          {"mix_gflops", lim.mix_gflops},
+          {"matmul_ms_per_step", lim.matmul_ms_per_step},
+          {"shapes", shapes}};
 }
 
 json throughput(const json& spec) {
-  const train::RunConfig cfg = config_from_spec(spec);
-  const BenchConfig bc = bench_config_from_spec(spec);
+  const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t warm = spec.at("warmup_steps"), windows = spec.at("windows"), per = spec.at("window_steps"),
                      prof_steps = spec.at("profile_steps");
-  StepRunner runner(cfg);
+  Stepper stepper(cfg);
   std::int64_t s = 0;
-  const double first_loss = runner.step(++s);
-  while (s < warm) runner.step(++s);
+  const double first_loss = stepper.step(++s);
+  while (s < warm) stepper.step(++s);
   std::vector<double> window_ms;
   for (std::int64_t w = 0; w < windows; ++w) {
     const double t0 = now_seconds();
-    for (std::int64_t j = 0; j < per; ++j) runner.step(++s);
+    for (std::int64_t j = 0; j < per; ++j) stepper.step(++s);
     window_ms.push_back((now_seconds() - t0) / static_cast<double>(per) * 1e3);
   }
   const double ms = median(window_ms);
@@ -125,8 +130,8 @@ json throughput(const json& spec) {
   r["first_loss"] = first_loss;
   r["window_ms"] = window_ms;
   r["ms_per_step"] = ms;
-  r["tokens_per_s"] = static_cast<double>(cfg.batch * cfg.task.max_len) / (ms * 1e-3);
-  r["gflops"] = step_flops(bc) / (ms * 1e-3) * 1e-9;
+  r["tokens_per_s"] = static_cast<double>(cfg.batch * cfg.max_len) / (ms * 1e-3);
+  r["gflops"] = step_flops(cfg) / (ms * 1e-3) * 1e-9;
   r["peak_rss_kib"] = proc_status_kib("VmHWM"); // before the profile pass and the sgemm buffers
   r["rss_kib"] = proc_status_kib("VmRSS");
   const AllocatorStats a = allocator_stats();
@@ -134,62 +139,17 @@ json throughput(const json& spec) {
                     {"bytes_cached", a.bytes_cached},
                     {"system_allocs", a.system_allocs},
                     {"cache_hits", a.cache_hits}};
-
-  // Where the time goes: per-op times from the autograd profiler plus the step's phases, over
-  // extra steps after the timed windows (the profiler's clock calls are not in the figures above).
-  if (prof_steps > 0) {
-    Phases ph;
-    profiler_reset();
-    profiler_enable(true);
-    const double t0 = now_seconds();
-    for (std::int64_t j = 0; j < prof_steps; ++j) runner.step(++s, &ph);
-    const double wall = now_seconds() - t0;
-    profiler_enable(false);
-    const double n = static_cast<double>(prof_steps);
-    auto rows = profiler_report();
-    std::sort(rows.begin(), rows.end(), [](const OpProfile& a, const OpProfile& b) {
-      return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
-    });
-    json ops = json::array();
-    double op_total = 0;
-    for (const auto& row : rows) {
-      op_total += row.forward_seconds + row.backward_seconds;
-      ops.push_back({{"op", row.name},
-                     {"fwd_ms", row.forward_seconds / n * 1e3},
-                     {"bwd_ms", row.backward_seconds / n * 1e3},
-                     {"fwd_calls", static_cast<double>(row.forward_calls) / n},
-                     {"bwd_calls", static_cast<double>(row.backward_calls) / n}});
-    }
-    r["profile"] = {{"steps", prof_steps},
-                    {"ms_per_step", wall / n * 1e3},
-                    {"op_ms_per_step", op_total / n * 1e3},
-                    {"phases_ms", {{"batch", ph.batch / n * 1e3},
-                                   {"forward", ph.forward / n * 1e3},
-                                   {"backward", ph.backward / n * 1e3},
-                                   {"clip", ph.clip / n * 1e3},
-                                   {"optimizer", ph.optimizer / n * 1e3}}},
-                    {"ops", ops}};
-  }
-
-  const SgemmLimit lim = measure_sgemm_limit(bc, spec.at("sgemm_seconds"), spec.at("threads").get<int>());
-  json shapes = json::array();
-  for (const auto& x : lim.shapes)
-    shapes.push_back({{"shape", x.shape.str()}, {"what", x.shape.what}, {"count", x.shape.count},
-                      {"gflops", x.gflops}, {"ms", x.seconds * 1e3}});
-  r["sgemm"] = {{"best_gflops", lim.best_gflops},
-                {"best_shape", lim.best_shape},
-                {"mix_gflops", lim.mix_gflops},
-                {"matmul_ms_per_step", lim.matmul_ms_per_step},
-                {"shapes", shapes}};
+  if (prof_steps > 0) r["profile"] = profile_json(stepper, s, prof_steps);
+  r["sgemm"] = sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>()));
   return r;
 }
 
 json time_to_accuracy(const json& spec) {
-  const train::RunConfig cfg = config_from_spec(spec);
+  const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t eval_every = spec.at("eval_every"), max_steps = spec.at("max_steps");
   const double target = spec.at("target");
-  const data::Batch eval_set = data::make_eval_set(cfg.task, spec.at("eval_count"));
-  StepRunner runner(cfg);
+  const data::Batch eval_set = data::make_eval_set(cfg.task_config(), spec.at("eval_count"));
+  Stepper stepper(cfg);
   double train_seconds = 0;
   const double wall0 = now_seconds();
   json curve = json::array();
@@ -198,10 +158,10 @@ json time_to_accuracy(const json& spec) {
   double acc = 0;
   while (s < max_steps) {
     const double t0 = now_seconds();
-    runner.step(++s);
+    stepper.step(++s);
     train_seconds += now_seconds() - t0;
     if (s % eval_every == 0 || s == max_steps) {
-      acc = train::evaluate(runner.model(), eval_set).seq_acc;
+      acc = train::evaluate(stepper.model(), eval_set).seq_acc;
       curve.push_back({s, acc});
       fmt::print(stderr, "bench:   headgrad step {:>5}: held-out seq acc {:.4f} ({:.1f} s training)\n", s, acc,
                  train_seconds);
@@ -216,9 +176,9 @@ json time_to_accuracy(const json& spec) {
 }
 
 json soak(const json& spec) {
-  const train::RunConfig cfg = config_from_spec(spec);
+  const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t steps = spec.at("soak_steps"), base_step = spec.at("soak_baseline_step");
-  StepRunner runner(cfg);
+  Stepper stepper(cfg);
   json r;
   auto snapshot = [&](std::int64_t step) {
     const AllocatorStats a = allocator_stats();
@@ -230,7 +190,7 @@ json soak(const json& spec) {
   };
   const double t0 = now_seconds();
   for (std::int64_t s = 1; s <= steps; ++s) {
-    runner.step(s);
+    stepper.step(s);
     if (s == base_step) r["baseline"] = snapshot(s);
   }
   r["end"] = snapshot(steps);
@@ -246,14 +206,14 @@ json soak(const json& spec) {
 void export_inputs(const std::string& dir, const std::string& tag, const train::RunConfig& cfg,
                    std::int64_t num_batches, std::int64_t eval_count) {
   namespace fs = std::filesystem;
-  models::SequenceModel model(cfg.model, cfg.seed);
+  models::SequenceModel model(cfg.model_config(), cfg.seed);
   io::save_safetensors((fs::path(dir) / (tag + ".weights.safetensors")).string(), model.named_parameters());
 
-  const std::int64_t B = cfg.batch, T = cfg.task.max_len;
+  const std::int64_t B = cfg.batch, T = cfg.max_len;
   Tensor tokens = Tensor::zeros({num_batches, B, T}, DType::i64), targets = Tensor::zeros({num_batches, B, T}, DType::i64),
          lens = Tensor::zeros({num_batches, B}, DType::i64);
   for (std::int64_t i = 0; i < num_batches; ++i) {
-    const data::Batch b = data::make_batch(cfg.task, cfg.seed, static_cast<std::uint64_t>(i), B);
+    const data::Batch b = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(i), B);
     const Tensor bt = b.tokens.contiguous(), bg = b.targets.contiguous(), bl = b.valid_lens.contiguous();
     std::copy_n(bt.data<std::int64_t>(), B * T, tokens.data<std::int64_t>() + i * B * T);
     std::copy_n(bg.data<std::int64_t>(), B * T, targets.data<std::int64_t>() + i * B * T);
@@ -264,7 +224,7 @@ void export_inputs(const std::string& dir, const std::string& tag, const train::
                           {"targets", targets},
                           {"valid_lens", lens}};
   if (eval_count > 0) {
-    const data::Batch e = data::make_eval_set(cfg.task, eval_count);
+    const data::Batch e = data::make_eval_set(cfg.task_config(), eval_count);
     out.push_back({"eval_tokens", e.tokens});
     out.push_back({"eval_targets", e.targets});
     out.push_back({"eval_valid_lens", e.valid_lens});

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "bench/bench_common.hpp"
+#include "bench/bench_config.hpp"
 
 namespace headgrad::bench {
 

@@ -9,9 +9,10 @@
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
 #include "tests/test_support.hpp"
-#include "train/gradcheck_table.hpp"
+#include "train/cli/gradcheck_table.hpp"
 
 using namespace headgrad;
+using headgrad::cli::op_gradcheck_cases;
 using test_support::check_close;
 using test_support::contains;
 using test_support::error_of;

@@ -10,12 +10,14 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <random>
+#include <set>
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
 #include "framework/autograd.hpp"
-#include "framework/ops/nn_ops.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run_optimizer.hpp"
+#include "train/train_step.hpp"
 
 using namespace headgrad;
 using namespace headgrad::train;
@@ -63,14 +65,14 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 
 RunConfig tiny_config() {
   RunConfig c;
-  c.task.task = data::Task::copy;
-  c.model.vocab = c.task.vocab = 10;
-  c.model.d_model = 32;
-  c.model.heads = 2;
-  c.model.layers = 1;
-  c.model.ffn = 32;
-  c.model.max_len = c.task.max_len = 8;
-  c.task.min_len = 2;
+  c.task = data::Task::copy;
+  c.vocab = 10;
+  c.d_model = 32;
+  c.heads = 2;
+  c.layers = 1;
+  c.ffn = 32;
+  c.max_len = 8;
+  c.min_len = 2;
   c.batch = 16;
   c.steps = 10;
   c.seed = 3;
@@ -84,15 +86,11 @@ struct Trained {
   std::unique_ptr<models::SequenceModel> model;
   std::unique_ptr<optim::Optimizer> opt;
   explicit Trained(int steps = 2) {
-    model = std::make_unique<models::SequenceModel>(cfg.model, cfg.seed);
+    model = std::make_unique<models::SequenceModel>(cfg.model_config(), cfg.seed);
     opt = make_optimizer(cfg, model->named_parameters());
     for (int s = 0; s < steps; ++s) {
-      data::Batch b = data::make_batch(cfg.task, cfg.seed, static_cast<std::uint64_t>(s), cfg.batch);
-      Tensor logits = model->forward(b.tokens, b.valid_lens);
-      Tensor loss = ops::cross_entropy(logits, b.targets, ops::sequence_mask(b.valid_lens, cfg.task.max_len));
-      opt->zero_grad();
-      loss.backward();
-      opt->step();
+      data::Batch b = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(s), cfg.batch);
+      (void)train_step(*model, *opt, b, {s + 1, cfg.lr, /*clip=*/0});
     }
   }
 };
@@ -123,7 +121,7 @@ TEST_CASE("save -> load gives bit-identical logits and parameters") {
 
   LoadedRun run = load_model_checkpoint(path);
   CHECK(run.step == 3);
-  const data::Batch b = data::make_eval_set(t.cfg.task, 64);
+  const data::Batch b = data::make_eval_set(t.cfg.task_config(), 64);
   const auto want = logits_of(*t.model, b), got = logits_of(*run.model, b);
   REQUIRE(want.size() == got.size());
   CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(double)) == 0);
@@ -131,12 +129,12 @@ TEST_CASE("save -> load gives bit-identical logits and parameters") {
   REQUIRE(a.size() == c.size());
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].second.to_vector() == c[i].second.to_vector());
   // the seeded init is not what was loaded (the model had trained)
-  models::SequenceModel fresh(t.cfg.model, t.cfg.seed);
+  models::SequenceModel fresh(t.cfg.model_config(), t.cfg.seed);
   CHECK(logits_of(fresh, b) != got);
 
   // the optimizer state comes back too: the next step of both is identical
   auto opt2 = make_optimizer(run.config, run.model->named_parameters());
-  load_optimizer_state(path, *opt2);
+  load_optimizer_state(path, run.step, *opt2);
   CHECK(opt2->steps() == 3);
   const auto s1 = t.opt->state(), s2 = opt2->state();
   REQUIRE(s1.size() == s2.size());
@@ -148,8 +146,8 @@ TEST_CASE("save -> load gives bit-identical logits and parameters") {
 
 TEST_CASE("run metadata round trip") {
   RunConfig c = tiny_config();
-  c.task.task = data::Task::reverse;
-  c.model.dropout = 0.125;
+  c.task = data::Task::reverse;
+  c.dropout = 0.125;
   c.optimizer = "adamw";
   c.lr = 0.1 + 0.2; // 0.30000000000000004: needs the shortest round-trip formatting
   c.weight_decay = 0.01;
@@ -167,17 +165,17 @@ TEST_CASE("run metadata round trip") {
   std::int64_t step = -1;
   const RunConfig r = run_config_from_metadata(meta, "m.st", step);
   CHECK(step == 42);
-  CHECK(r.task.task == data::Task::reverse);
-  CHECK(r.model.vocab == 10);
-  CHECK(r.task.vocab == 10);
-  CHECK(r.model.d_model == 32);
-  CHECK(r.model.heads == 2);
-  CHECK(r.model.layers == 1);
-  CHECK(r.model.ffn == 32);
-  CHECK(r.model.max_len == 8);
-  CHECK(r.task.max_len == 8);
-  CHECK(r.task.min_len == 2);
-  CHECK(r.model.dropout == 0.125);
+  CHECK(r.task == data::Task::reverse);
+  CHECK(r.model_config().vocab == 10);
+  CHECK(r.task_config().vocab == 10);
+  CHECK(r.d_model == 32);
+  CHECK(r.heads == 2);
+  CHECK(r.layers == 1);
+  CHECK(r.ffn == 32);
+  CHECK(r.model_config().max_len == 8);
+  CHECK(r.task_config().max_len == 8);
+  CHECK(r.min_len == 2);
+  CHECK(r.dropout == 0.125);
   CHECK(r.optimizer == "adamw");
   CHECK(r.lr == c.lr); // exact
   CHECK(r.weight_decay == 0.01);
@@ -314,7 +312,7 @@ TEST_CASE("the optimizer file must belong to the model file") {
 
   SUBCASE("step mismatch is refused") {
     fs::copy_file(b / "optimizer.safetensors", a / "optimizer.safetensors", fs::copy_options::overwrite_existing);
-    const std::string msg = error_of<std::invalid_argument>([&] { load_optimizer_state(pa, *opt); });
+    const std::string msg = error_of<std::invalid_argument>([&] { load_optimizer_state(pa, 5, *opt); });
     CHECK(starts_with(msg, a / "optimizer.safetensors: "));
     CHECK(contains(msg, "step 6"));
     CHECK(contains(msg, "step 5"));
@@ -322,19 +320,19 @@ TEST_CASE("the optimizer file must belong to the model file") {
   }
   SUBCASE("missing optimizer file") {
     fs::remove(a / "optimizer.safetensors");
-    const std::string msg = error_of<std::exception>([&] { load_optimizer_state(pa, *opt); });
+    const std::string msg = error_of<std::exception>([&] { load_optimizer_state(pa, 5, *opt); });
     CHECK(contains(msg, a / "optimizer.safetensors"));
   }
   SUBCASE("the state of another optimizer kind") {
     RunConfig sgd = t.cfg;
     sgd.optimizer = "sgd";
     auto s = make_optimizer(sgd, t.model->named_parameters());
-    const std::string msg = error_of<std::invalid_argument>([&] { load_optimizer_state(pa, *s); });
+    const std::string msg = error_of<std::invalid_argument>([&] { load_optimizer_state(pa, 5, *s); });
     CHECK(starts_with(msg, a / "optimizer.safetensors: "));
     CHECK(contains(msg, "momentum_buffer."));
   }
   SUBCASE("matching files load") {
-    load_optimizer_state(pa, *opt);
+    load_optimizer_state(pa, 5, *opt);
     CHECK(opt->steps() == 2); // the optimizer's own count; the file's step label is the run's
   }
   SUBCASE("make_optimizer refuses an unknown name") {
@@ -348,8 +346,8 @@ TEST_CASE("the optimizer file must belong to the model file") {
 TEST_CASE("the model file is a valid safetensors file shaped like a PyTorch state_dict") {
   TempDir dir;
   RunConfig c = tiny_config();
-  c.model.layers = 2;
-  models::SequenceModel model(c.model, 1);
+  c.layers = 2;
+  models::SequenceModel model(c.model_config(), 1);
   auto opt = make_optimizer(c, model.named_parameters());
   const std::string path = dir / "model.safetensors";
   save_checkpoint(path, model, opt.get(), c, 0);
@@ -422,7 +420,7 @@ TEST_CASE("a save interrupted at each point leaves an optimizer state of the mod
   auto resumed_step = [&](const std::string& path) {
     LoadedRun run = load_model_checkpoint(path);
     auto opt = make_optimizer(run.config, run.model->named_parameters());
-    load_optimizer_state(path, *opt);
+    load_optimizer_state(path, run.step, *opt);
     return opt->steps();
   };
   const auto step_meta = [](const std::string& p) { return io::load_safetensors(p).metadata.at("step"); };
@@ -456,10 +454,39 @@ TEST_CASE("a save interrupted at each point leaves an optimizer state of the mod
     LoadedRun run = load_model_checkpoint(path);
     auto opt = make_optimizer(run.config, run.model->named_parameters());
     try {
-      load_optimizer_state(path, *opt);
+      load_optimizer_state(path, run.step, *opt);
       FAIL("a mismatched optimizer state was accepted");
     } catch (const std::invalid_argument& e) {
       CHECK(std::string(e.what()).find("optimizer state is from step 4 but the model is from step 3") != std::string::npos);
     }
   }
+}
+
+namespace {
+// Converts to any member type: RunConfig{Any{}, ...} compiles with as many as it has members.
+struct AnyMember {
+  template <typename T> operator T() const { return T{}; }
+};
+template <typename Aggregate, typename... Members> constexpr std::size_t member_count() {
+  if constexpr (requires { Aggregate{Members{}..., AnyMember{}}; })
+    return member_count<Aggregate, Members..., AnyMember>();
+  else
+    return sizeof...(Members);
+}
+} // namespace
+
+TEST_CASE("the run config's field table lists every RunConfig member once, with its own flag and key") {
+  std::set<std::string> flags, keys;
+  std::size_t fields = 0;
+  visit_run_fields([&](const FieldInfo& f, auto) {
+    ++fields;
+    flags.insert(f.flag);
+    keys.insert(metadata_key(f));
+  });
+  CHECK(fields == member_count<RunConfig>());
+  CHECK(flags.size() == fields);
+  CHECK(keys.size() == fields);
+  // every field is in the metadata, under its key
+  const auto meta = run_metadata(RunConfig{}, 0);
+  for (const auto& k : keys) CHECK(meta.count(k) == 1);
 }

@@ -13,7 +13,8 @@
 #include <unistd.h>
 
 #include "train/checkpoint.hpp"
-#include "train/runtime.hpp"
+#include "framework/runtime/threads.hpp"
+#include "train/cli/blas_core.hpp"
 
 using namespace headgrad;
 namespace fs = std::filesystem;
@@ -350,7 +351,7 @@ TEST_CASE("train --json: a JSON summary on the last stdout line, and eval reads 
     const train::LoadedRun lr = train::load_model_checkpoint(out + "/model.safetensors");
     CHECK(lr.step == 33);
     CHECK(lr.config.lr == 0.0005);
-    CHECK(lr.config.model.d_model == 16);
+    CHECK(lr.config.d_model == 16);
     // a flag that would change the model or the data is refused, one line
     for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
              {"--d-model", "32"}, {"--task", "sort"}, {"--batch", "8"}, {"--dropout", "0.1"}, {"--seed", "5"}}) {
@@ -392,20 +393,20 @@ TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {
   CHECK(contains(none.out, "0 cases, 0 passed, 0 failed"));
 }
 
-// ---- the BLAS kernel the runtime chooses (train/runtime.hpp) --------------------------------
+// ---- the BLAS kernel the program chooses at start-up (train/cli/blas_core.hpp) ----------------
 
 TEST_CASE("preferred_core: a fallback core is replaced by the CPU's best kernel, nothing else is") {
-  runtime::CpuFeatures avx2{true, true, true, true, false, false, false, false};
-  runtime::CpuFeatures avx512{true, true, true, true, true, true, true, true};
-  runtime::CpuFeatures sse3{true, false, false, false, false, false, false, false};
-  CHECK(runtime::preferred_core("Prescott", avx512) == "SkylakeX");
-  CHECK(runtime::preferred_core("Prescott", avx2) == "Haswell");
-  CHECK(runtime::preferred_core("Nehalem", avx2) == "Haswell");
-  CHECK(runtime::preferred_core("Sandybridge", avx2) == "Haswell");
-  CHECK(runtime::preferred_core("Prescott", sse3) == ""); // nothing better to choose
+  cli::CpuFeatures avx2{true, true, true, true, false, false, false, false};
+  cli::CpuFeatures avx512{true, true, true, true, true, true, true, true};
+  cli::CpuFeatures sse3{true, false, false, false, false, false, false, false};
+  CHECK(cli::preferred_core("Prescott", avx512) == "SkylakeX");
+  CHECK(cli::preferred_core("Prescott", avx2) == "Haswell");
+  CHECK(cli::preferred_core("Nehalem", avx2) == "Haswell");
+  CHECK(cli::preferred_core("Sandybridge", avx2) == "Haswell");
+  CHECK(cli::preferred_core("Prescott", sse3) == ""); // nothing better to choose
   for (const char* good : {"Haswell", "Zen", "SkylakeX", "Cooperlake"}) {
     CAPTURE(good);
-    CHECK(runtime::preferred_core(good, avx512) == "");
+    CHECK(cli::preferred_core(good, avx512) == "");
   }
 }
 
@@ -427,7 +428,7 @@ std::string info_field(const std::string& out, const std::string& name) {
 } // namespace
 
 TEST_CASE("a fallback BLAS core is replaced at start-up, said in one line, and the chosen kernel computes gemm right") {
-  const std::string want = runtime::preferred_core("Prescott", runtime::cpu_features());
+  const std::string want = cli::preferred_core("Prescott", cli::cpu_features());
   if (want.empty()) {
     MESSAGE("this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose");
     return;

@@ -1,5 +1,6 @@
 // `headgrad explain`: the printed walk through multi-head attention, checked for shapes, masked
-// zeros, the gradcheck verdict, and against PyTorch's numbers (golden fixtures).
+// zeros, the gradcheck verdict, and against PyTorch's numbers (golden fixtures); its SVG's panel
+// titles and legend.
 #include <doctest/doctest.h>
 #include <cmath>
 #include <cstdio>
@@ -7,9 +8,13 @@
 #include <sstream>
 
 #include "framework/io/safetensors.hpp"
-#include "train/explain.hpp"
+#include "train/cli/explain/explain.hpp"
+#include "train/cli/explain/explain_svg.hpp"
+#include "train/cli/explain/tensor_printer.hpp"
+#include "train/heatmap_svg.hpp"
 
 using namespace headgrad;
+using namespace headgrad::cli;
 
 TEST_CASE("explain: the default example prints every stage with its shape") {
   const explain::ExplainResult r = explain::run({});
@@ -101,4 +106,52 @@ TEST_CASE("explain: --svg draws the head split and every head's weights") {
   CHECK(svg.find("head 1 (cols 2..3)") != std::string::npos);
   CHECK(svg.find("weights (Tq x Tk)") != std::string::npos);
   std::remove(o.svg.c_str());
+}
+
+TEST_CASE("explain --svg: every row of panels has its own column titles") {
+  const explain::Example e = explain::make_example({});
+  explain::TensorPrinter printer(4);
+  const explain::Stages stages = explain::forward_stages(e, printer);
+  const std::string svg = train::render_heatmaps_svg(explain::explain_grid(e, stages));
+  // each panel's group is titled "<row title> <panel title>"
+  for (const char* panel : {"projections Q (Tq x num_hiddens)", "projections K (Tk x num_hiddens)",
+                            "head 0 (cols 0..1) Q head (Tq x d)", "head 1 (cols 2..3) K head (Tk x d)",
+                            "head 1 (cols 2..3) weights (Tq x Tk)", "head 0 (cols 0..1) head output (Tq x d)",
+                            "output concat (Tq x num_hiddens)", "output W_o(concat) (Tq x num_hiddens)"}) {
+    INFO(panel);
+    CHECK(svg.find(std::string("<g><title>") + panel + "</title>") != std::string::npos);
+  }
+  // the output row is not titled with the head rows' columns, nor the projections with the heads'
+  CHECK(svg.find("<g><title>output Q") == std::string::npos);
+  CHECK(svg.find("<g><title>projections Q head") == std::string::npos);
+}
+
+TEST_CASE("heatmap SVG legend: signed panels say each has its own colour scale, weights do not") {
+  train::HeatmapGrid grid;
+  grid.rows.push_back({"row", {{"a", Tensor::from({-2.0, 1.0}, {1, 2})}, {"b", Tensor::from({0.5, 0.25}, {1, 2})}}});
+  grid.signed_values = true;
+  const std::string signed_svg = train::render_heatmaps_svg(grid);
+  CHECK(signed_svg.find("each panel has its own signed colour scale") != std::string::npos);
+  CHECK(signed_svg.find("-max") != std::string::npos);
+  grid.signed_values = false;
+  CHECK(train::render_heatmaps_svg(grid).find("colour scale") == std::string::npos);
+}
+
+TEST_CASE("explain prints masked (zero) gradients as 0.0000, never -0.0000") {
+  CHECK(explain::format_value(-0.0, 4) == "0.0000");
+  CHECK(explain::format_value(-1e-9, 4) == "0.0000");
+  CHECK(explain::format_value(-0.3, 0) == "0");
+  CHECK(explain::format_value(-1.5, 2) == "-1.50"); // real negatives keep their sign
+  CHECK(explain::format_value(0.0, 4) == "0.0000");
+  // the default example masks its last key: d scores is 0 there (w = 0), printed unsigned
+  const std::string text = explain::run({}).text;
+  CHECK(text.find("-0.0000") == std::string::npos);
+  const auto at = text.find("d scores = w * (dw - rowsum(dw * w)) [2, 3, 4]");
+  REQUIRE(at != std::string::npos);
+  std::istringstream block(text.substr(at));
+  std::string line;
+  std::getline(block, line); // the title
+  std::getline(block, line); // "  [0]"
+  std::getline(block, line); // the first query's row: the masked key is the last column
+  CHECK(line.substr(line.size() - 7) == " 0.0000");
 }

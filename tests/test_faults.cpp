@@ -25,6 +25,7 @@
 
 #include "framework/io/safetensors.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run_optimizer.hpp"
 
 using namespace headgrad;
 namespace fs = std::filesystem;
@@ -173,9 +174,9 @@ TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint, a
     try {
       train::LoadedRun run = train::load_model_checkpoint(model.string());
       model_step = run.step;
-      CHECK(run.config.model.d_model == 256);
-      CHECK(run.config.model.ffn == 1024);
-      CHECK(run.config.model.layers == 2);
+      CHECK(run.config.d_model == 256);
+      CHECK(run.config.ffn == 1024);
+      CHECK(run.config.layers == 2);
     } catch (const std::exception& e) {
       FAIL("model.safetensors does not load after SIGKILL: ", e.what());
     }
@@ -195,7 +196,7 @@ TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint, a
     try {
       train::LoadedRun run = train::load_model_checkpoint(model.string());
       auto opt = train::make_optimizer(run.config, run.model->named_parameters());
-      train::load_optimizer_state(model.string(), *opt);
+      train::load_optimizer_state(model.string(), run.step, *opt);
       CHECK(std::stoll(io::load_safetensors(optim.string()).metadata.at("step")) == model_step);
     } catch (const std::exception& e) {
       FAIL("the killed run cannot be resumed: ", e.what());

@@ -1,6 +1,6 @@
-// The gradient-check table (train/gradcheck_ops.cpp, train/gradcheck_models.cpp): every row must
-// pass the float64 gradcheck at its tolerances, and every op in framework/ops/ops.hpp must have
-// at least one row.
+// The gradient-check table (train/cli/gradcheck_ops.cpp, train/cli/gradcheck_models.cpp): every
+// row must pass the float64 gradcheck at its tolerances, and every op in framework/ops/ops.hpp must
+// have at least one row.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -10,9 +10,10 @@
 #include <sstream>
 #include <string>
 
-#include "train/gradcheck_table.hpp"
+#include "train/cli/gradcheck_table.hpp"
 
 using namespace headgrad;
+using namespace headgrad::cli;
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
+#include "train/run_optimizer.hpp"
 #include "train/trainer.hpp"
 
 using namespace headgrad;
@@ -63,14 +64,14 @@ std::size_t count_of(const std::string& s, const std::string& part) {
 TrainOptions tiny(const std::string& out_dir, std::int64_t steps) {
   TrainOptions o;
   RunConfig& c = o.run;
-  c.task.task = data::Task::copy;
-  c.model.vocab = c.task.vocab = 10;
-  c.model.d_model = 32;
-  c.model.heads = 2;
-  c.model.layers = 1;
-  c.model.ffn = 64;
-  c.model.max_len = c.task.max_len = 8;
-  c.task.min_len = 2;
+  c.task = data::Task::copy;
+  c.vocab = 10;
+  c.d_model = 32;
+  c.heads = 2;
+  c.layers = 1;
+  c.ffn = 64;
+  c.max_len = 8;
+  c.min_len = 2;
   c.batch = 32;
   c.lr = 5e-3;
   c.warmup = 20;
@@ -79,7 +80,7 @@ TrainOptions tiny(const std::string& out_dir, std::int64_t steps) {
   c.clip = 1.0;
   c.optimizer = "adam";
   c.weight_decay = 0.0;
-  c.model.dropout = 0.0;
+  c.dropout = 0.0;
   c.steps = steps;
   c.seed = 1;
   o.eval_every = 100;
@@ -283,7 +284,7 @@ TEST_CASE("resume after an interruption at an arbitrary step, cosine schedule") 
 TEST_CASE("outputs: metrics.csv, checkpoints, attention.svg") {
   TempDir dir;
   TrainOptions o = tiny(dir.path.string(), 25);
-  o.run.model.layers = 2;
+  o.run.layers = 2;
   o.eval_every = 10; // evaluations at 10, 20 and (the end) 25
   const TrainSummary s = train::train(o);
   CHECK(s.steps == 25);
@@ -315,7 +316,7 @@ TEST_CASE("outputs: metrics.csv, checkpoints, attention.svg") {
 
   const LoadedRun run = load_model_checkpoint(dir / "model.safetensors");
   CHECK(run.step == 25);
-  CHECK(run.config.model.layers == 2);
+  CHECK(run.config.layers == 2);
   CHECK(fs::exists(dir / "optimizer.safetensors"));
   for (const auto& e : fs::directory_iterator(dir.path)) CHECK_FALSE(contains(e.path().filename().string(), ".tmp"));
 
@@ -327,7 +328,7 @@ TEST_CASE("outputs: metrics.csv, checkpoints, attention.svg") {
   CHECK(count_of(svg, "<g>") == 2 * 2); // one heatmap group per layer x head
   CHECK(count_of(svg, "<g>") == count_of(svg, "</g>"));
   // each group holds one cell per (query, key) of the first held-out sequence
-  const std::int64_t len = data::make_eval_set(o.run.task, 1).valid_lens.to_int_vector()[0];
+  const std::int64_t len = data::make_eval_set(o.run.task_config(), 1).valid_lens.to_int_vector()[0];
   CHECK(count_of(svg, "</rect>") == static_cast<std::size_t>(4 * len * len));
   for (const char* t : {"layer 0", "layer 1", "head 0", "head 1", "step 25", "task copy"}) CHECK(contains(svg, t));
 }
@@ -336,9 +337,9 @@ TEST_CASE("evaluate(): an untrained model is near chance, a trained one is not")
   TempDir dir;
   TrainOptions o = tiny(dir.path.string(), 150);
   const TrainSummary s = train::train(o);
-  const data::Batch eval_set = data::make_eval_set(o.run.task, 200);
+  const data::Batch eval_set = data::make_eval_set(o.run.task_config(), 200);
 
-  models::SequenceModel untrained(o.run.model, o.run.seed);
+  models::SequenceModel untrained(o.run.model_config(), o.run.seed);
   CHECK(untrained.training());
   const EvalResult u = evaluate(untrained, eval_set);
   CHECK(untrained.training()); // evaluate restores the mode
@@ -392,7 +393,7 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
     LoadedRun run = load_model_checkpoint(model_path);
     run.model->dense->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
     auto opt = make_optimizer(run.config, run.model->named_parameters());
-    load_optimizer_state(model_path, *opt);
+    load_optimizer_state(model_path, run.step, *opt);
     save_checkpoint(bad / "model.safetensors", *run.model, opt.get(), run.config, run.step);
     const std::string poisoned = read_file(bad / "model.safetensors");
 
@@ -419,7 +420,7 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
     Tensor w = run.model->blks[0]->ffn->dense1->weight;
     w.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
     auto opt = make_optimizer(run.config, run.model->named_parameters());
-    load_optimizer_state(model_path, *opt);
+    load_optimizer_state(model_path, run.step, *opt);
     save_checkpoint(bad / "model.safetensors", *run.model, opt.get(), run.config, run.step);
     const std::string poisoned = read_file(bad / "model.safetensors");
 
@@ -443,7 +444,7 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
     LoadedRun run = load_model_checkpoint(model_path);
     run.model->dense->bias.data<float>()[0] = std::numeric_limits<float>::infinity();
     auto opt = make_optimizer(run.config, run.model->named_parameters());
-    load_optimizer_state(model_path, *opt);
+    load_optimizer_state(model_path, run.step, *opt);
     save_checkpoint(bad / "model.safetensors", *run.model, opt.get(), run.config, run.step);
     TrainOptions r = o;
     r.run.steps = 40;
@@ -467,7 +468,7 @@ TEST_CASE("train() refuses bad options before touching anything") {
     TrainOptions o = tiny(dir / "a", 5);
     (void)train::train(o);
     TrainOptions r = tiny(dir / "b", 10);
-    r.run.model.d_model = 16;
+    r.run.d_model = 16;
     r.resume = dir / "a/model.safetensors";
     CHECK_THROWS_WITH_AS((void)train::train(r), doctest::Contains("differs"), std::invalid_argument);
     CHECK_FALSE(fs::exists(dir / "b/model.safetensors"));
@@ -520,4 +521,29 @@ TEST_CASE("SIGINT through the CLI: exit 0, 'interrupted', a loadable checkpoint,
     ++expect;
   }
   CHECK(expect == target + 1);
+}
+
+TEST_CASE("train_step: the batch loss, the gradient norm before clipping, a stop before a non-finite update") {
+  TrainOptions o = tiny("", 1);
+  const RunConfig& c = o.run;
+  models::SequenceModel model(c.model_config(), c.seed);
+  auto opt = make_optimizer(c, model.named_parameters());
+  const data::Batch batch = data::make_batch(c.task_config(), c.seed, 0, c.batch);
+  const double initial = model.dense->bias.to_vector()[0];
+  StepPhases phases;
+  const StepResult r = train_step(model, *opt, batch, {1, c.lr, c.clip}, &phases);
+  CHECK(r.loss > 2.0); // near ln(10) before the first update
+  CHECK(r.grad_norm > 0);
+  CHECK(phases.forward > 0);
+  CHECK(phases.backward > 0);
+  CHECK(opt->steps() == 1);
+  CHECK(model.dense->bias.to_vector()[0] != initial); // updated
+
+  model.dense->weight.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<double> before = model.dense->bias.to_vector();
+  CHECK_THROWS_WITH_AS(train_step(model, *opt, batch, {2, c.lr, c.clip}),
+                       doctest::Contains("step 2: the loss is nan (first non-finite tensor: parameter 'dense.weight')"),
+                       NonFiniteError);
+  CHECK(opt->steps() == 1);                            // no update
+  CHECK(model.dense->bias.to_vector() == before);
 }

@@ -1,24 +1,17 @@
-// attention_svg.hpp - draws attention weights as heatmaps in plain SVG (like d2l's show_heatmaps).
+// attention_svg.hpp - the picture `headgrad train` leaves in its output directory: every layer's
+// and head's attention weights on the first held-out sequence (like d2l's show_heatmaps).
 #pragma once
+#include <cstdint>
 #include <string>
-#include <vector>
 
-#include "framework/tensor.hpp"
+#include "data/tasks.hpp"
+#include "models/transformer.hpp"
 
 namespace headgrad::train {
 
-struct HeatmapGrid {
-  std::string title;
-  std::vector<std::string> row_titles;    // one per grid row (e.g. "layer 0")
-  std::vector<std::string> col_titles;    // one per grid column (e.g. "head 1")
-  std::vector<std::vector<Tensor>> maps;  // [row][col], each 2-D (rows, cols); sizes may differ
-  std::vector<std::string> query_labels;  // labels along each map's rows (optional)
-  std::vector<std::string> key_labels;    // labels along each map's columns (optional)
-  // false: values are weights in [0, 1], drawn white..blue. true: each map is drawn on its own
-  // scale, blue (most negative) .. white (0) .. red (most positive); hover shows the raw value.
-  bool signed_values = false;
-};
-
-std::string render_heatmaps_svg(const HeatmapGrid& grid);
+// Runs `model` (in eval mode, without a graph) on the first sequence of `eval_set` and writes
+// one heatmap per (layer, head), cut to the sequence's valid queries x keys, to `path`.
+void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_set, data::Task task,
+                         std::int64_t step, const std::string& path);
 
 } // namespace headgrad::train

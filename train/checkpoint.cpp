@@ -1,7 +1,5 @@
 #include "train/checkpoint.hpp"
 
-#include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -10,6 +8,8 @@
 namespace headgrad::train {
 namespace {
 
+constexpr const char* kFormat = "headgrad-checkpoint-1";
+
 std::string get(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& source) {
   auto it = meta.find(key);
   if (it == meta.end())
@@ -17,92 +17,39 @@ std::string get(const std::map<std::string, std::string>& meta, const std::strin
   return it->second;
 }
 
-std::int64_t get_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& source) {
-  const std::string v = get(meta, key, source);
-  char* end = nullptr;
-  errno = 0;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno)
-    throw std::invalid_argument(fmt::format("{}: checkpoint metadata '{}' = '{}' is not an integer", source, key, v));
-  return x;
-}
-
-double get_real(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& source) {
-  const std::string v = get(meta, key, source);
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end)
-    throw std::invalid_argument(fmt::format("{}: checkpoint metadata '{}' = '{}' is not a number", source, key, v));
-  return x;
+// Reads meta[key] into `value`; the message names the source, the key and what the value should be.
+template <typename T>
+void read_value(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& source,
+                T& value) {
+  const std::string text = get(meta, key, source);
+  if (!from_text(text, value))
+    throw std::invalid_argument(
+        fmt::format("{}: checkpoint metadata '{}' = '{}' is not {}", source, key, text, value_kind(value)));
 }
 
 } // namespace
 
 std::map<std::string, std::string> run_metadata(const RunConfig& c, std::int64_t step) {
-  return {{"format", "headgrad-checkpoint-1"},
-          {"task", data::task_name(c.task.task)},
-          {"vocab", std::to_string(c.model.vocab)},
-          {"d_model", std::to_string(c.model.d_model)},
-          {"heads", std::to_string(c.model.heads)},
-          {"layers", std::to_string(c.model.layers)},
-          {"ffn", std::to_string(c.model.ffn)},
-          {"max_len", std::to_string(c.model.max_len)},
-          {"min_len", std::to_string(c.task.min_len)},
-          {"dropout", fmt::format("{}", c.model.dropout)},
-          {"optimizer", c.optimizer},
-          {"lr", fmt::format("{}", c.lr)},
-          {"weight_decay", fmt::format("{}", c.weight_decay)},
-          {"momentum", fmt::format("{}", c.momentum)},
-          {"clip", fmt::format("{}", c.clip)},
-          {"warmup", std::to_string(c.warmup)},
-          {"schedule", c.schedule},
-          {"steps", std::to_string(c.steps)},
-          {"batch", std::to_string(c.batch)},
-          {"seed", std::to_string(c.seed)},
-          {"step", std::to_string(step)}};
+  std::map<std::string, std::string> meta = {{"format", kFormat}, {"step", std::to_string(step)}};
+  visit_run_fields([&](const FieldInfo& f, auto member) { meta[metadata_key(f)] = to_text(c.*member); });
+  return meta;
 }
 
 RunConfig run_config_from_metadata(const std::map<std::string, std::string>& m, const std::string& src,
                                    std::int64_t& step) {
-  if (get(m, "format", src) != "headgrad-checkpoint-1")
+  if (get(m, "format", src) != kFormat)
     throw std::invalid_argument(fmt::format("{}: unknown checkpoint format '{}'", src, get(m, "format", src)));
   RunConfig c;
-  c.task.task = data::parse_task(get(m, "task", src));
-  c.model.vocab = c.task.vocab = get_int(m, "vocab", src);
-  c.model.d_model = get_int(m, "d_model", src);
-  c.model.heads = get_int(m, "heads", src);
-  c.model.layers = get_int(m, "layers", src);
-  c.model.ffn = get_int(m, "ffn", src);
-  c.model.max_len = c.task.max_len = get_int(m, "max_len", src);
-  c.task.min_len = get_int(m, "min_len", src);
-  c.model.dropout = get_real(m, "dropout", src);
-  c.optimizer = get(m, "optimizer", src);
-  c.lr = get_real(m, "lr", src);
-  c.weight_decay = get_real(m, "weight_decay", src);
-  c.momentum = get_real(m, "momentum", src);
-  c.clip = get_real(m, "clip", src);
-  c.warmup = get_int(m, "warmup", src);
-  c.schedule = get(m, "schedule", src);
-  c.steps = get_int(m, "steps", src);
-  c.batch = get_int(m, "batch", src);
-  c.seed = static_cast<std::uint64_t>(get_int(m, "seed", src));
-  step = get_int(m, "step", src);
+  visit_run_fields([&](const FieldInfo& f, auto member) { read_value(m, metadata_key(f), src, c.*member); });
+  read_value(m, "step", src, step);
   try {
-    c.model.validate();
-    data::validate(c.task);
+    c.model_config().validate();
+    data::validate(c.task_config());
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("{}: checkpoint config is invalid: {}", src, e.what()));
   }
   if (step < 0) throw std::invalid_argument(fmt::format("{}: checkpoint step {} is negative", src, step));
   return c;
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& c, const nn::NamedTensors& params) {
-  if (c.optimizer == "adam" || c.optimizer == "adamw")
-    return std::make_unique<optim::Adam>(
-        params, optim::AdamOptions{c.lr, 0.9, 0.999, 1e-8, c.weight_decay, c.optimizer == "adamw"});
-  if (c.optimizer == "sgd") return std::make_unique<optim::SGD>(params, optim::SGDOptions{c.lr, c.momentum, c.weight_decay});
-  throw std::invalid_argument(fmt::format("unknown optimizer '{}' (use adam, adamw or sgd)", c.optimizer));
 }
 
 std::string optimizer_path_for(const std::string& model_path) {
@@ -138,15 +85,13 @@ LoadedRun load_model_checkpoint(const std::string& model_path) {
   io::SafetensorsFile f = io::load_safetensors(model_path);
   LoadedRun run;
   run.config = run_config_from_metadata(f.metadata, model_path, run.step);
-  run.model = std::make_unique<models::SequenceModel>(run.config.model, run.config.seed);
+  run.model = std::make_unique<models::SequenceModel>(run.config.model_config(), run.config.seed);
   run.model->load_parameters(f.tensors, model_path);
   return run;
 }
 
-void load_optimizer_state(const std::string& model_path, optim::Optimizer& optimizer) {
+void load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer) {
   const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
-  std::int64_t model_step = 0;
-  (void)run_config_from_metadata(io::load_safetensors(model_path).metadata, model_path, model_step);
   auto step_of = [](const io::SafetensorsFile& f, const std::string& source) {
     std::int64_t s = 0;
     (void)run_config_from_metadata(f.metadata, source, s);

@@ -6,30 +6,18 @@
 #include <memory>
 #include <string>
 
-#include "data/tasks.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "models/transformer.hpp"
+#include "train/run_config.hpp"
 
 namespace headgrad::train {
 
-// Everything that defines a run, as stored in the checkpoint's metadata.
-struct RunConfig {
-  models::ModelConfig model;
-  data::TaskConfig task;
-  std::string optimizer = "adam"; // adam | adamw | sgd
-  // Defaults as `headgrad train` (the sort task reaches >= 0.99 held-out sequence accuracy).
-  double lr = 3e-3, weight_decay = 0.0, momentum = 0.9, clip = 1.0;
-  std::int64_t warmup = 300, steps = 6000, batch = 64;
-  std::string schedule = "cosine"; // constant | cosine
-  std::uint64_t seed = 0;
-};
-
+// The metadata of both files: "format" = "headgrad-checkpoint-1", every run config field under
+// its metadata_key() as to_text() writes it, and "step".
 std::map<std::string, std::string> run_metadata(const RunConfig& cfg, std::int64_t step);
 // Reads a RunConfig and the step back; throws std::invalid_argument naming `source` and the key.
 RunConfig run_config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& source,
                                    std::int64_t& step);
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const RunConfig& cfg, const nn::NamedTensors& params);
 
 // The optimizer file that belongs to a model checkpoint: DIR/optimizer.safetensors, and
 // DIR/optimizer.prev.safetensors, the previous one, kept only while a save is in progress.
@@ -50,10 +38,11 @@ struct LoadedRun {
 };
 // Loads and checks the model file (every parameter present with the right shape, nothing extra).
 LoadedRun load_model_checkpoint(const std::string& model_path);
-// Loads the optimizer state saved beside `model_path` into `optimizer`: optimizer.safetensors if
-// its step is the model's, else optimizer.prev.safetensors if that one's is (a save was killed
-// between the optimizer and the model write; the prev file then becomes optimizer.safetensors
-// again). Throws std::invalid_argument naming the steps when neither matches.
-void load_optimizer_state(const std::string& model_path, optim::Optimizer& optimizer);
+// Loads the optimizer state saved beside `model_path`, whose step is `model_step`, into
+// `optimizer`: optimizer.safetensors if its step is the model's, else optimizer.prev.safetensors
+// if that one's is (a save was killed between the optimizer and the model write; the prev file
+// then becomes optimizer.safetensors again). Throws std::invalid_argument naming the steps when
+// neither matches.
+void load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer);
 
 } // namespace headgrad::train

@@ -1,14 +1,14 @@
-// trainer.hpp - the training loop behind `headgrad train`: batches, forward, masked loss,
-// backward, clipping, optimizer step, progress, evaluation, metrics.csv, checkpoints and the
-// attention picture.
+// trainer.hpp - the training loop behind `headgrad train`: batches, train_step, progress,
+// evaluation, metrics.csv, checkpoints and the attention picture.
 #pragma once
 #include <cstdint>
-#include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "train/checkpoint.hpp"
+#include "train/evaluate.hpp"
+#include "train/run_config.hpp"
+#include "train/train_step.hpp"
 
 namespace headgrad::train {
 
@@ -26,10 +26,6 @@ struct TrainOptions {
   double stop_at_seq_acc = 2.0;    // stop early once held-out seq acc reaches this (> 1: never)
 };
 
-struct EvalResult {
-  double loss = 0, token_acc = 0, seq_acc = 0;
-};
-
 struct TrainSummary {
   std::int64_t steps = 0;          // optimizer steps done in total (including resumed ones)
   double loss = 0;                 // mean training loss over the last (up to) 50 steps
@@ -41,13 +37,13 @@ struct TrainSummary {
   std::string checkpoint;          // path of the last saved model file
 };
 
-// Raised when the loss or a gradient is not finite: names the step and the first tensor.
-struct NonFiniteError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set);
+// Trains a fresh model, or continues the checkpoint options.resume (loaded here). A non-finite
+// loss or gradient throws NonFiniteError (train_step's message, naming the intact checkpoint).
 TrainSummary train(const TrainOptions& options);
+// Continues `resumed`, the checkpoint options.resume already loaded (so it is read once).
+// options.run must keep every field that must match on resume (train::Role): the model is the
+// checkpoint's and its batches continue; std::invalid_argument names the fields that differ.
+TrainSummary train(const TrainOptions& options, LoadedRun resumed);
 
 // SIGINT sets a flag the loop checks between steps; the run saves a checkpoint and returns.
 void install_interrupt_handler();

@@ -1,0 +1,239 @@
+#include "bench/bench_table.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <optional>
+#include <vector>
+
+#include "bench/flop_model.hpp"
+#include "bench/result_json.hpp"
+
+namespace headgrad::bench {
+namespace {
+
+using json = nlohmann::json;
+
+std::string fmt_num(double x, int prec = 1) {
+  if (!std::isfinite(x)) return "-";
+  return fmt::format("{:.{}f}", x, prec);
+}
+
+std::string fmt_si(double x) {
+  if (!std::isfinite(x)) return "-";
+  if (std::abs(x) >= 1e6) return fmt::format("{:.2f}M", x / 1e6);
+  if (std::abs(x) >= 1e3) return fmt::format("{:.1f}k", x / 1e3);
+  return fmt::format("{:.0f}", x);
+}
+
+std::string fmt_pct(double x) { return std::isfinite(x) ? fmt::format("{:.0f}%", 100 * x) : "-"; }
+
+std::string fmt_ratio(double x) { return std::isfinite(x) ? fmt::format("{:.2f}x", x) : "-"; }
+
+std::string status_of(const std::optional<bool>& met) { return !met ? "n/a" : *met ? "ok" : "MISS"; }
+
+std::optional<bool> check(double value, double bound, bool at_least) {
+  if (!std::isfinite(value)) return std::nullopt;
+  return at_least ? value >= bound : value <= bound;
+}
+
+std::string profile_summary(const std::string& name, const json& hg) {
+  if (!has(hg, "profile")) return "";
+  const json& p = hg["profile"];
+  const json& ph = p["phases_ms"];
+  std::string s = fmt::format(
+      "headgrad {} profile ({} steps, {:.2f} ms/step with the profiler on): batch {:.2f} + forward {:.2f} + backward "
+      "{:.2f} + clip {:.2f} + optimizer {:.2f} ms\n",
+      name, p["steps"].get<int>(), p["ms_per_step"].get<double>(), ph["batch"].get<double>(), ph["forward"].get<double>(),
+      ph["backward"].get<double>(), ph["clip"].get<double>(), ph["optimizer"].get<double>());
+  const double op_total = p["op_ms_per_step"];
+  s += fmt::format("  ops, share of the {:.2f} ms/step spent in ops (fwd+bwd ms/step):", op_total);
+  int shown = 0;
+  for (const auto& o : p["ops"]) {
+    if (shown++ == 7) break;
+    const double f = o["fwd_ms"], b = o["bwd_ms"];
+    s += fmt::format(" {} {:.0f}% ({:.2f}+{:.2f});", o["op"].get<std::string>(),
+                     op_total > 0 ? 100 * (f + b) / op_total : 0.0, f, b);
+  }
+  s.back() = '\n';
+  if (has(hg, "sgemm")) {
+    const json& g = hg["sgemm"];
+    s += fmt::format("  all of the step's gemms at the measured sgemm speeds: {:.2f} ms/step (mix {:.1f} GFLOP/s; best "
+                     "shape {} at {:.1f} GFLOP/s)\n",
+                     g["matmul_ms_per_step"].get<double>(), g["mix_gflops"].get<double>(),
+                     g["best_shape"].get<std::string>(), g["best_gflops"].get<double>());
+  }
+  return s;
+}
+
+// The table as it is built: its text, the notes under it and the targets.
+struct Table {
+  std::string out;
+  std::vector<std::string> notes; // failures, printed under the table
+  json targets = json::array();
+
+  void section(const std::string& s) { out += s + "\n"; }
+  void row(const std::string& metric, const std::string& hg, const std::string& pt, const std::string& ratio,
+           const std::string& target = "", const std::string& status = "") {
+    out += fmt::format("  {:<36} {:>11} {:>11} {:>9}   {:<22} {}\n", metric, hg, pt, ratio, target, status);
+  }
+  void target(const std::string& name, double value, const std::string& bound, const std::optional<bool>& met) {
+    targets.push_back({{"name", name},
+                       {"value", std::isfinite(value) ? json(value) : json(nullptr)},
+                       {"target", bound},
+                       {"met", met ? json(*met) : json(nullptr)}});
+  }
+  // A note for each side whose result is an error.
+  void note_errors(const std::string& what, const json& hg, const json& pt) {
+    for (const auto& [who, j] : {std::pair<const char*, const json*>{"headgrad", &hg}, {"PyTorch", &pt}})
+      if (has(*j, "error")) notes.push_back(fmt::format("{} {}: {}", who, what, (*j)["error"].get<std::string>()));
+  }
+};
+
+// "1.13.0, BLAS_INFO=generic -> libblas.so.3 (OpenBLAS core Haswell), OMP_WAIT_POLICY PASSIVE"
+std::string torch_description(const json& torch) {
+  if (!torch["available"].get<bool>()) return "not run (" + torch["reason"].get<std::string>() + ")";
+  std::string s = torch["version"].get<std::string>();
+  if (torch.contains("blas")) {
+    const json& b = torch["blas"];
+    s += fmt::format(", BLAS_INFO={}", b.value("torch_blas_info", "?"));
+    if (b.contains("library") && !b["library"].is_null()) s += fmt::format(" -> {}", b["library"].get<std::string>());
+    if (b.contains("openblas_core") && !b["openblas_core"].is_null())
+      s += fmt::format(" (OpenBLAS core {})", b["openblas_core"].get<std::string>());
+  }
+  s += fmt::format(", OMP_WAIT_POLICY {}", torch["omp_wait_policy"].get<std::string>());
+  return s;
+}
+
+// What ran where, with which settings, how busy the machine was, and the column titles.
+void header(Table& t, const BenchOptions& o, const json& result) {
+  t.section(fmt::format("headgrad vs PyTorch: {} threads; headgrad: OpenBLAS core {}, OMP_WAIT_POLICY {}; PyTorch: {}",
+                        o.threads, result["headgrad"]["openblas_core"].get<std::string>(),
+                        result["headgrad"]["omp_wait_policy"].get<std::string>(), torch_description(result["torch"])));
+  std::string overridden;
+  for (const auto& [flag, src] : o.settings_source.items())
+    if (src == "flag") overridden += (overridden.empty() ? " (flags: --" : ", --") + flag;
+  if (!overridden.empty()) overridden += ")";
+  t.section(fmt::format("training settings: headgrad train defaults{}: {}", overridden, settings_summary(o.settings)));
+  t.section(fmt::format("FLOPs: {}", kFlopFormula));
+  const double load_start = result["load_average_start"], load_end = result["load_average_end"];
+  const int cores = result["cores"];
+  const bool busy = std::max(load_start, load_end) > cores + 0.5; // this run alone keeps <= cores busy
+  t.section(fmt::format("load average {:.1f} at start, {:.1f} at the end, {} cores{}", load_start, load_end, cores,
+                        busy ? ": the machine was busy, timings are inflated and noisy" : ""));
+  t.section(fmt::format("ms/step: median of {} windows x {} steps after {} warm-up steps; tokens/s = B*T/step{}",
+                        o.windows, o.window_steps, o.warmup_steps,
+                        o.quick ? " (--quick: a smoke run, the figures mean little)" : ""));
+  t.section("");
+  t.row("metric", "headgrad", "PyTorch", "hg/pt", "target", "status");
+}
+
+// Throughput of one configuration: speed, GFLOP/s against the sgemm limit, memory, first loss.
+void throughput_rows(Table& t, const BenchConfig& c, const json& r) {
+  const json& hg = r["headgrad"];
+  const json& pt = r["torch"];
+  t.section(fmt::format("{}: {}, {:.3f} GFLOP/step", c.name, c.str(), step_flops(c.run) * 1e-9));
+  const double hms = num(hg, "ms_per_step"), pms = num(pt, "ms_per_step");
+  auto or_failed = [](const json& j, const std::string& text) { return has(j, "error") ? "failed" : text; };
+  t.row("ms/step", or_failed(hg, fmt_num(hms, 2)), or_failed(pt, fmt_num(pms, 2)), fmt_ratio(hms / pms));
+  t.note_errors(c.name, hg, pt);
+  const double tr = num(hg, "tokens_per_s") / num(pt, "tokens_per_s");
+  const double want = c.name == "small" ? 5.0 : 2.0;
+  const auto met_tps = check(tr, want, true);
+  t.row("tokens/s", fmt_si(num(hg, "tokens_per_s")), fmt_si(num(pt, "tokens_per_s")), fmt_ratio(tr),
+        fmt::format(">= {:g}x PyTorch", want), status_of(met_tps));
+  t.target(fmt::format("{} tokens/s >= {:g}x PyTorch", c.name, want), tr, fmt::format(">= {:g}", want), met_tps);
+  t.row("achieved GFLOP/s", fmt_num(num(hg, "gflops")), fmt_num(num(pt, "gflops")),
+        fmt_ratio(num(hg, "gflops") / num(pt, "gflops")));
+  const double limit = has(hg, "sgemm") ? hg["sgemm"]["best_gflops"].get<double>() : NAN;
+  const double mix = has(hg, "sgemm") ? hg["sgemm"]["mix_gflops"].get<double>() : NAN;
+  t.row("sgemm limit GFLOP/s (best shape)", fmt_num(limit), "", "",
+        has(hg, "sgemm") ? hg["sgemm"]["best_shape"].get<std::string>() : "");
+  t.row("sgemm GFLOP/s over the step's mix", fmt_num(mix), "", "");
+  const double frac = num(hg, "gflops") / limit, pfrac = num(pt, "gflops") / limit;
+  if (c.name == "large") {
+    const auto met = check(frac, 0.6, true);
+    t.row("achieved / sgemm limit", fmt_pct(frac), fmt_pct(pfrac), "", ">= 60%", status_of(met));
+    t.target("large achieved GFLOP/s >= 60% of the sgemm limit", frac, ">= 0.6", met);
+  } else {
+    t.row("achieved / sgemm limit", fmt_pct(frac), fmt_pct(pfrac), "");
+  }
+  const double hr = num(hg, "peak_rss_kib") / 1024, pr = num(pt, "peak_rss_kib") / 1024;
+  const std::optional<bool> met_rss = std::isfinite(hr / pr) ? std::optional<bool>(hr < pr) : std::nullopt;
+  t.row("peak RSS MiB (VmHWM)", fmt_num(hr), fmt_num(pr), fmt_ratio(hr / pr), "< PyTorch", status_of(met_rss));
+  t.target(fmt::format("{} peak RSS < PyTorch", c.name), hr / pr, "< 1", met_rss);
+  const double hl = num(hg, "first_loss"), pl = num(pt, "first_loss");
+  const double dl = std::abs(hl - pl);
+  const auto met_loss = check(dl, 1e-5, false);
+  t.row("first-step loss", fmt_num(hl, 6), fmt_num(pl, 6), std::isfinite(dl) ? fmt::format("d {:.0e}", dl) : "-",
+        "|diff| <= 1e-5", status_of(met_loss));
+  t.target(fmt::format("{} first-step loss matches PyTorch", c.name), dl, "<= 1e-5", met_loss);
+}
+
+// Seconds and steps to the held-out accuracy target, both sides.
+void tta_rows(Table& t, const BenchOptions& o, const json& a) {
+  const json& hg = a["headgrad"];
+  const json& pt = a["torch"];
+  t.section(fmt::format("time to held-out seq acc >= {:g}: small, eval every {} steps (eval time excluded), at most {} "
+                        "steps",
+                        o.tta_target, o.tta_eval_every, o.tta_max_steps));
+  auto secs = [](const json& j) { return has(j, "reached") && j["reached"].get<bool>() ? num(j, "seconds") : NAN; };
+  auto txt = [](const json& j, double s) -> std::string {
+    if (has(j, "error")) return "failed";
+    if (!has(j, "reached")) return "-";
+    return j["reached"].get<bool>() ? fmt_num(s, 1) : fmt::format(">{:.0f}", num(j, "seconds"));
+  };
+  const double hs = secs(hg), ps = secs(pt), ratio = hs / ps;
+  std::optional<bool> met = check(ratio, 0.2, false);
+  if (has(hg, "reached") && !hg["reached"].get<bool>()) met = false;
+  t.row("seconds to target", txt(hg, hs), txt(pt, ps), fmt_ratio(ratio), "<= 0.2x PyTorch", status_of(met));
+  auto steps = [](const json& j) -> std::string {
+    if (has(j, "error")) return "failed";
+    if (!has(j, "reached")) return "-";
+    return j["reached"].get<bool>() ? fmt::format("{}", j["steps"].get<std::int64_t>())
+                                    : fmt::format(">{}", j["steps"].get<std::int64_t>());
+  };
+  t.row("steps to target", steps(hg), steps(pt), "");
+  t.target("small time-to-0.99 <= 1/5 of PyTorch's", ratio, "<= 0.2", met);
+  t.note_errors("time to accuracy", hg, pt);
+}
+
+// RSS growth over the soak run (headgrad only).
+void soak_rows(Table& t, const BenchOptions& o, const json& s) {
+  t.section(fmt::format("soak: small, RSS (VmRSS) at step 100 and at step {}", o.soak_steps));
+  if (!has(s, "growth_percent")) {
+    t.row("RSS growth", has(s, "error") ? "failed" : "-", "", "", "< 1%", "n/a");
+    if (has(s, "error")) t.notes.push_back("soak: " + s["error"].get<std::string>());
+    t.target("RSS growth step 100 -> end < 1%", NAN, "< 1", std::nullopt);
+    return;
+  }
+  const double g = s["growth_percent"];
+  const auto met = check(g, 1.0, false);
+  t.row("RSS growth", fmt::format("{:.2f}%", g), "", "", "< 1%", status_of(met));
+  t.row("RSS MiB at step 100 -> end",
+        fmt::format("{:.1f}->{:.1f}", s["baseline"]["rss_kib"].get<double>() / 1024,
+                    s["end"]["rss_kib"].get<double>() / 1024),
+        "", "");
+  t.row("system allocs at step 100 -> end",
+        fmt::format("{}->{}", s["baseline"]["system_allocs"].get<std::int64_t>(),
+                    s["end"]["system_allocs"].get<std::int64_t>()),
+        "", "");
+  t.target("RSS growth step 100 -> end < 1%", g, "< 1", met);
+}
+
+} // namespace
+
+std::string render_table(const BenchOptions& o, json& result) {
+  Table t;
+  header(t, o, result);
+  for (const auto& c : o.configs) throughput_rows(t, c, result["configs"][c.name]);
+  if (result.contains("time_to_accuracy")) tta_rows(t, o, result["time_to_accuracy"]);
+  if (result.contains("soak")) soak_rows(t, o, result["soak"]);
+  for (const auto& n : t.notes) t.section("note: " + n);
+  t.section("");
+  for (const auto& c : o.configs) t.out += profile_summary(c.name, result["configs"][c.name]["headgrad"]);
+  t.section(fmt::format("bench wall time {:.0f} s", result["wall_seconds"].get<double>()));
+  result["targets"] = t.targets;
+  return t.out;
+}
+
+} // namespace headgrad::bench

@@ -1,0 +1,31 @@
+// sgemm_limit.hpp - the practical ceiling of the step's gemms: cblas_sgemm timed on the model's
+// own gemm shapes (flop_model.hpp), in this process.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "bench/flop_model.hpp"
+
+namespace headgrad::bench {
+
+struct SgemmShapeResult {
+  GemmShape shape;
+  double seconds; // best time of one call (all `batch` gemms)
+  double gflops;
+};
+struct SgemmLimit {
+  double best_gflops = 0;        // the fastest shape: the practical ceiling quoted in the targets
+  std::string best_shape;
+  double mix_gflops = 0;         // step FLOPs / time of one step's gemms at their measured speeds
+  double matmul_ms_per_step = 0; // that time, in ms: what the step would cost if it were only gemms
+  std::vector<SgemmShapeResult> shapes;
+};
+// Times cblas_sgemm on every shape (best of repeated calls, at least `min_seconds` per shape), in
+// this process with the current BLAS thread setting.
+// Each shape is timed two ways with `threads` threads, and the faster counts: cblas_sgemm with
+// OpenBLAS's own threads (openblas_set_num_threads(threads)), and headgrad's split of the same
+// calls over OpenMP threads with single-threaded BLAS (kernels::gemm / gemm_batched). Either is
+// "what sgemm can do here", so the limit is the better of the two.
+SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads);
+
+} // namespace headgrad::bench

@@ -1,0 +1,100 @@
+#include "train/cli/cli_args.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+
+namespace headgrad::cli {
+
+const FlagSpec& Args::spec(const std::string& name) const {
+  for (const auto& s : specs_)
+    if (s.name == name) return s;
+  throw std::logic_error("cli: flag --" + name + " was never declared"); // a programming error
+}
+
+void Args::parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help_ = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0)
+      throw CliError(fmt::format("unexpected argument '{}' (flags start with --; see headgrad {} --help)", a,
+                                 command_)); // main() prefixes "headgrad <command>: "
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const FlagSpec* s = nullptr;
+    for (const auto& sp : specs_)
+      if (sp.name == name) s = &sp;
+    if (!s) throw CliError(fmt::format("unknown flag --{} (see headgrad {} --help)", name, command_));
+    if (s->kind == Kind::flag) {
+      if (has_value && value != "true" && value != "false")
+        throw CliError(fmt::format("--{} takes no value (or =true/=false), got '{}'", name, value));
+      values_[name] = has_value ? value : "true";
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) throw CliError(fmt::format("--{} needs a value ({})", name, s->help));
+      value = argv[++i];
+    }
+    // Validate the type now, so the error names the flag even if the value is read later.
+    values_[name] = value;
+    if (s->kind == Kind::integer) (void)integer(name);
+    if (s->kind == Kind::real) (void)real(name);
+  }
+}
+
+std::string Args::raw(const std::string& name) const {
+  auto it = values_.find(name);
+  return it != values_.end() ? it->second : spec(name).def;
+}
+
+std::string Args::text(const std::string& name) const { return raw(name); }
+
+std::int64_t Args::integer(const std::string& name) const {
+  const std::string v = raw(name);
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE)
+    throw CliError(fmt::format("--{} must be an integer, got '{}'", name, v));
+  return x;
+}
+
+double Args::real(const std::string& name) const {
+  const std::string v = raw(name);
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x))
+    throw CliError(fmt::format("--{} must be a finite number, got '{}'", name, v));
+  return x;
+}
+
+bool Args::flag(const std::string& name) const { return raw(name) == "true"; }
+
+std::int64_t Args::integer_at_least(const std::string& name, std::int64_t min) const {
+  const std::int64_t v = integer(name);
+  if (v < min) throw CliError(fmt::format("--{} must be at least {}, got {}", name, min, v));
+  return v;
+}
+
+std::string Args::usage() const {
+  std::string out;
+  for (const auto& s : specs_) {
+    std::string left = "--" + s.name;
+    if (s.kind != Kind::flag) left += " " + (s.metavar.empty() ? std::string(s.kind == Kind::text ? "TEXT" : "N") : s.metavar);
+    std::string def = s.kind == Kind::flag || s.def.empty() ? "" : fmt::format(" (default: {})", s.def);
+    out += fmt::format("  {:<22} {}{}\n", left, s.help, def);
+  }
+  return out;
+}
+
+} // namespace headgrad::cli

@@ -1,0 +1,51 @@
+// eval_command.cpp - `headgrad eval --checkpoint FILE`: held-out accuracy of a checkpoint and a few
+// of its predictions.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "framework/autograd.hpp"
+#include "framework/runtime/threads.hpp"
+#include "train/checkpoint.hpp"
+#include "train/cli/cli_args.hpp"
+#include "train/cli/commands.hpp"
+#include "train/trainer.hpp"
+
+namespace headgrad::cli {
+
+int eval_command(int argc, char** argv) {
+  Args args("eval", {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train", "FILE"},
+                     {"count", Kind::integer, "1000", "held-out sequences to score"},
+                     {"examples", Kind::integer, "5", "examples to print"},
+                     {"threads", Kind::integer, std::to_string(runtime::available_cores()), "threads"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad eval --checkpoint FILE [flags]\n\nflags:\n{}", args.usage());
+    return 0;
+  }
+  if (args.text("checkpoint").empty()) throw CliError("--checkpoint FILE is required");
+  const std::int64_t count = args.integer_at_least("count", 1);
+  const std::int64_t examples = args.integer_at_least("examples", 0);
+  runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
+  train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
+  const data::Batch set = data::make_eval_set(run.config.task_config(), count);
+  const train::EvalResult r = train::evaluate(*run.model, set);
+  fmt::print("checkpoint {} (task {}, step {}): held-out {} sequences: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n",
+             args.text("checkpoint"), data::task_name(run.config.task), run.step, count, r.loss, r.token_acc,
+             r.seq_acc);
+  if (examples > 0) {
+    NoGradGuard ng;
+    run.model->eval();
+    data::Batch b = data::slice_batch(set, 0, std::min(examples, count));
+    Tensor pred = data::argmax_last(run.model->forward(b.tokens, b.valid_lens));
+    const auto lens = b.valid_lens.to_int_vector();
+    for (std::size_t i = 0; i < lens.size(); ++i) {
+      const auto row = static_cast<std::int64_t>(i);
+      const std::string p = data::format_sequence(pred, row, lens[i]), t = data::format_sequence(b.targets, row, lens[i]);
+      fmt::print("  {}  ->  {}  (target {}){}\n", data::format_sequence(b.tokens, row, lens[i]), p, t,
+                 p == t ? "" : "  WRONG");
+    }
+  }
+  return 0;
+}
+
+} // namespace headgrad::cli

@@ -1,0 +1,38 @@
+// explain.hpp - `headgrad explain`: runs multi-head attention on a tiny example and prints every
+// named tensor of the forward and, in reverse, every gradient of the backward, then the gradient
+// check verdict for the example. Built stage by stage: each stage's input is a fresh leaf, so the
+// printed gradient of one stage is exactly the upstream gradient the previous stage receives.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/tensor.hpp"
+
+namespace headgrad::cli::explain {
+
+struct ExplainOptions {
+  std::int64_t batch = 1, queries = 3, keys = 4, hidden = 4, heads = 2, valid_len = 3;
+  std::uint64_t seed = 0;
+  int precision = 4;
+  std::string svg; // write the head split and per-head weights here when not empty
+  // Take inputs, weights, valid_lens and the upstream gradient from a safetensors file laid out
+  // like tests/reference/fixtures/mha_d2l.safetensors (PyTorch's numbers) instead of random ones;
+  // sizes come from the tensors, num_heads from its metadata.
+  std::string fixture;
+};
+
+struct ExplainResult {
+  std::string text;      // everything `headgrad explain` prints
+  bool gradcheck_ok = false;
+  bool stages_match_full_graph = false; // staged gradients == one-graph gradients
+  // The main results by fixture name: output, attention_weights (B, H, Tq, Tk), grad.queries,
+  // grad.keys, grad.values, grad.W_q.weight ... grad.W_o.weight.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+};
+
+// Throws std::invalid_argument for impossible options (hidden % heads, valid_len > keys, ...).
+ExplainResult run(const ExplainOptions& options);
+
+} // namespace headgrad::cli::explain

@@ -1,0 +1,18 @@
+// explain_svg.hpp - `headgrad explain --svg FILE`: batch row 0 of the example as heatmaps, one row
+// per stage: the projections Q and K; per head its slices of Q and K, its attention weights and
+// its output; then transpose_output's concatenation and the output projection. Each panel is
+// drawn on its own signed colour scale.
+#pragma once
+#include <string>
+
+#include "train/cli/explain/example.hpp"
+#include "train/cli/explain/stages.hpp"
+#include "train/heatmap_svg.hpp"
+
+namespace headgrad::cli::explain {
+
+train::HeatmapGrid explain_grid(const Example& e, const Stages& s);
+// Writes explain_grid's picture to `path`; throws std::invalid_argument "--svg PATH: cannot write".
+void write_explain_svg(const std::string& path, const Example& e, const Stages& s);
+
+} // namespace headgrad::cli::explain

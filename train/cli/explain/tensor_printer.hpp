@@ -1,0 +1,27 @@
+// tensor_printer.hpp - how `headgrad explain` prints: lines, headings, and tensors as a name, a
+// shape and the values (a 3-D tensor as one matrix block per leading index).
+#pragma once
+#include <string>
+
+#include "framework/tensor.hpp"
+
+namespace headgrad::cli::explain {
+
+// `v` with `precision` decimals; a value that rounds to zero prints as 0.0000, never -0.0000
+// (masked entries hold -0.0 or tiny negatives, which are zero as far as the reader can tell).
+std::string format_value(double v, int precision);
+
+class TensorPrinter {
+public:
+  explicit TensorPrinter(int precision) : precision_(precision) {}
+  void line(const std::string& s = "") { out_ += s + "\n"; }
+  void heading(const std::string& s) { out_ += "\n== " + s + " ==\n"; }
+  void tensor(const std::string& name, const Tensor& t, const std::string& note = "");
+  std::string take() { return std::move(out_); }
+
+private:
+  int precision_;
+  std::string out_;
+};
+
+} // namespace headgrad::cli::explain

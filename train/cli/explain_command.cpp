@@ -1,0 +1,52 @@
+// explain_command.cpp - `headgrad explain`: multi-head attention on a tiny example, every tensor
+// and every gradient printed (train/cli/explain/).
+#include <fmt/format.h>
+
+#include "train/cli/cli_args.hpp"
+#include "train/cli/commands.hpp"
+#include "train/cli/explain/explain.hpp"
+
+namespace headgrad::cli {
+
+int explain_command(int argc, char** argv) {
+  Args args("explain", {{"batch", Kind::integer, "1", "batch size"},
+                        {"queries", Kind::integer, "3", "number of queries"},
+                        {"keys", Kind::integer, "4", "number of key-value pairs"},
+                        {"hidden", Kind::integer, "4", "num_hiddens (also query/key/value size)"},
+                        {"heads", Kind::integer, "2", "number of heads (must divide --hidden)"},
+                        {"valid-len", Kind::integer, "3", "valid length of every batch row (keys beyond are masked)"},
+                        {"seed", Kind::integer, "0", "seed of the random inputs and weights"},
+                        {"precision", Kind::integer, "4", "decimals printed"},
+                        {"svg", Kind::text, "", "also draw the head split and each head's weights to this SVG", "FILE"},
+                        {"fixture", Kind::text, "", "use inputs/weights from a PyTorch fixture (tests/reference)", "FILE"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
+               "by step, every named tensor\n(projections, transpose_qkv, scores, masked softmax, per-head outputs, "
+               "transpose_output,\nthe output projection), then every gradient in reverse, then the float64 gradient "
+               "check.\n\nflags:\n{}",
+               args.usage());
+    return 0;
+  }
+  explain::ExplainOptions o;
+  o.batch = args.integer("batch");
+  o.queries = args.integer("queries");
+  o.keys = args.integer("keys");
+  o.hidden = args.integer("hidden");
+  o.heads = args.integer("heads");
+  o.valid_len = args.integer("valid-len");
+  o.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
+  o.precision = static_cast<int>(args.integer("precision"));
+  o.svg = args.text("svg");
+  o.fixture = args.text("fixture");
+  explain::ExplainResult r;
+  try {
+    r = explain::run(o);
+  } catch (const std::invalid_argument& e) {
+    throw CliError(e.what());
+  }
+  fmt::print("{}", r.text);
+  return r.gradcheck_ok && r.stages_match_full_graph ? 0 : 1;
+}
+
+} // namespace headgrad::cli

@@ -1,0 +1,39 @@
+// gradcheck_command.cpp - `headgrad gradcheck [--filter TEXT]`: the gradient-check table, one row
+// per case.
+#include <fmt/format.h>
+
+#include "train/cli/cli_args.hpp"
+#include "train/cli/commands.hpp"
+#include "train/cli/gradcheck_table.hpp"
+
+namespace headgrad::cli {
+
+int gradcheck_command(int argc, char** argv) {
+  Args args("gradcheck", {{"filter", Kind::text, "", "only cases whose group or name contains this", "TEXT"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad gradcheck [--filter TEXT]\n\nChecks every op's and model's backward against central "
+               "differences in float64\n(eps 1e-6, atol 1e-5, rtol 1e-3) and prints one row per case.\n\nflags:\n{}",
+               args.usage());
+    return 0;
+  }
+  const std::string filter = args.text("filter");
+  const auto cases = all_gradcheck_cases();
+  fmt::print("{:<10} {:<50} {:<44} {:>11} {:>11}  {}\n", "group", "case", "shapes", "max abs err", "max rel err",
+             "result");
+  int failed = 0, run = 0;
+  for (const auto& c : cases) {
+    if (!filter.empty() && c.group.find(filter) == std::string::npos && c.name.find(filter) == std::string::npos)
+      continue;
+    ++run;
+    const GradcheckRow row = run_gradcheck_case(c);
+    if (!row.result.ok) ++failed;
+    fmt::print("{:<10} {:<50} {:<44} {:>11.2e} {:>11.2e}  {}\n", c.group, c.name, c.shapes, row.max_abs_err,
+               row.max_rel_err, row.result.ok ? "PASS" : "FAIL");
+    if (!row.result.ok) fmt::print("{}", row.result.summary());
+  }
+  fmt::print("{} cases, {} passed, {} failed\n", run, run - failed, failed);
+  return failed ? 1 : 0;
+}
+
+} // namespace headgrad::cli

@@ -1,0 +1,245 @@
+// gradcheck_models.cpp - gradient-check rows for the attention stack, the layers and the whole
+// reference model, one function per group: masked softmax (every mask form), head reshapes,
+// dot-product attention, multi-head attention in both constructor signatures - d2l's and the
+// PyTorch-style (embed_dim, num_heads) - w.r.t. queries, keys, values and every weight; linear,
+// layer norm, dropout, cross-entropy; and the encoder model w.r.t. every parameter.
+#include <fmt/format.h>
+
+#include "framework/ops/nn_ops.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/random.hpp"
+#include "models/transformer.hpp"
+#include "train/cli/gradcheck_table.hpp"
+
+namespace headgrad::cli {
+namespace {
+
+constexpr DType f64 = DType::f64;
+// the groups of `headgrad gradcheck` (its --filter matches them)
+constexpr const char* kAttention = "attention";
+constexpr const char* kLayers = "layers";
+constexpr const char* kModel = "model";
+
+Tensor randn(const Dims& shape, std::uint64_t seed) {
+  Generator g(seed);
+  return Tensor::normal(shape, 0.0, 1.0, g, f64);
+}
+
+Tensor leaf(const Dims& shape, std::uint64_t seed) {
+  Tensor t = randn(shape, seed);
+  t.set_requires_grad(true);
+  return t;
+}
+
+Tensor ints(std::vector<std::int64_t> v, const Dims& shape) { return Tensor::from_ints(std::move(v), shape); }
+
+// A row over plain inputs: gradcheck copies them to float64 leaves.
+GradcheckCase row(std::string group, std::string name, std::string shapes, std::function<std::vector<Tensor>()> in,
+                  GradcheckFn fn) {
+  GradcheckCase c;
+  c.group = std::move(group);
+  c.name = std::move(name);
+  c.shapes = std::move(shapes);
+  c.make_inputs = std::move(in);
+  c.fn = std::move(fn);
+  return c;
+}
+
+// A row over a module: checks the inputs and every parameter of the module together.
+template <typename MakeModule, typename Forward>
+GradcheckCase module_row(std::string group, std::string name, std::string shapes, std::vector<Dims> input_shapes,
+                         MakeModule make, Forward forward) {
+  GradcheckCase c;
+  c.group = std::move(group);
+  c.name = std::move(name);
+  c.shapes = std::move(shapes);
+  c.run = [input_shapes, make, forward](const GradcheckOptions& opt) {
+    auto module = make();
+    std::vector<Tensor> leaves;
+    for (std::size_t i = 0; i < input_shapes.size(); ++i) leaves.push_back(leaf(input_shapes[i], 100 + i));
+    const std::size_t n_inputs = leaves.size();
+    for (auto& p : module->parameters()) leaves.push_back(p);
+    std::vector<Tensor> inputs(leaves.begin(), leaves.begin() + static_cast<std::ptrdiff_t>(n_inputs));
+    return gradcheck_leaves([&]() { return forward(*module, inputs); }, leaves, opt);
+  };
+  return c;
+}
+
+// Masked softmax: every mask form, including a zero-length row.
+void masked_softmax_rows(std::vector<GradcheckCase>& cases) {
+  cases.push_back(row(kAttention, "masked_softmax no mask", "[2, 3, 5]", [] { return std::vector{randn({2, 3, 5}, 1)}; },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax(x[0]); }));
+  cases.push_back(row(kAttention, "masked_softmax 1-D lens", "[2, 3, 5], lens [2]",
+                      [] { return std::vector{randn({2, 3, 5}, 2), ints({2, 4}, {2})}; },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax(x[0], x[1]); }));
+  cases.push_back(row(kAttention, "masked_softmax 2-D lens", "[2, 3, 5], lens [2, 3]",
+                      [] { return std::vector{randn({2, 3, 5}, 3), ints({1, 3, 5, 2, 4, 1}, {2, 3})}; },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax(x[0], x[1]); }));
+  cases.push_back(row(kAttention, "masked_softmax zero-length row", "[2, 3, 4], lens [2, 3] with 0s",
+                      [] { return std::vector{randn({2, 3, 4}, 4), ints({0, 2, 4, 1, 0, 3}, {2, 3})}; },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax(x[0], x[1]); }));
+  cases.push_back(row(kAttention, "masked_softmax all rows length 0", "[1, 2, 3], lens [1]",
+                      [] { return std::vector{randn({1, 2, 3}, 5), ints({0}, {1})}; },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax(x[0], x[1]); }));
+  cases.push_back(row(kAttention, "causal_softmax", "[2, 4, 4]", [] { return std::vector{randn({2, 4, 4}, 6)}; },
+                      [](const std::vector<Tensor>& x) { return ops::causal_softmax(x[0]); }));
+  cases.push_back(row(kAttention, "causal_softmax 4-D", "[2, 2, 3, 5]", [] { return std::vector{randn({2, 2, 3, 5}, 7)}; },
+                      [](const std::vector<Tensor>& x) { return ops::causal_softmax(x[0]); }));
+  cases.push_back(row(kAttention, "masked_softmax_keep (B, Tk)", "[2, 3, 4], keep [2, 4]",
+                      [] {
+                        Tensor keep = Tensor::from({1, 0, 1, 1, 0, 0, 1, 0}, {2, 4}, DType::bool8);
+                        return std::vector{randn({2, 3, 4}, 8), keep};
+                      },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax_keep(x[0], x[1]); }));
+  cases.push_back(row(kAttention, "masked_softmax_keep (B, Tq, Tk)", "[1, 2, 3], keep [1, 2, 3]",
+                      [] {
+                        Tensor keep = Tensor::from({1, 1, 0, 0, 0, 0}, {1, 2, 3}, DType::bool8);
+                        return std::vector{randn({1, 2, 3}, 9), keep};
+                      },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax_keep(x[0], x[1]); }));
+}
+
+// transpose_qkv and transpose_output, the reshapes between the heads and the model width.
+void head_reshape_rows(std::vector<GradcheckCase>& cases) {
+  cases.push_back(row(kAttention, "transpose_qkv", "[2, 3, 8], heads 4", [] { return std::vector{randn({2, 3, 8}, 10)}; },
+                      [](const std::vector<Tensor>& x) { return models::transpose_qkv(x[0], 4); }));
+  cases.push_back(row(kAttention, "transpose_output", "[8, 3, 2], heads 4", [] { return std::vector{randn({8, 3, 2}, 11)}; },
+                      [](const std::vector<Tensor>& x) { return models::transpose_output(x[0], 4); }));
+}
+
+// Dot-product attention, with and without valid_lens.
+void dot_product_attention_rows(std::vector<GradcheckCase>& cases) {
+  cases.push_back(row(kAttention, "DotProductAttention lens [B']", "Q [4, 3, 2], K [4, 5, 2], V [4, 5, 3]",
+                      [] {
+                        return std::vector{randn({4, 3, 2}, 12), randn({4, 5, 2}, 13), randn({4, 5, 3}, 14),
+                                           ints({2, 5, 1, 3}, {4})};
+                      },
+                      [](const std::vector<Tensor>& x) {
+                        models::DotProductAttention att(0.0);
+                        return att.forward(x[0], x[1], x[2], x[3]);
+                      }));
+  cases.push_back(row(kAttention, "DotProductAttention no mask", "Q [2, 2, 3], K [2, 4, 3], V [2, 4, 2]",
+                      [] { return std::vector{randn({2, 2, 3}, 15), randn({2, 4, 3}, 16), randn({2, 4, 2}, 17)}; },
+                      [](const std::vector<Tensor>& x) {
+                        models::DotProductAttention att(0.0);
+                        return att.forward(x[0], x[1], x[2]);
+                      }));
+}
+
+// Multi-head attention in both constructor signatures, w.r.t. the inputs and every weight.
+void multi_head_attention_rows(std::vector<GradcheckCase>& cases) {
+  cases.push_back(module_row(
+      kAttention, "MHA d2l, lens [B], q/k/v + W_q,W_k,W_v,W_o", "q [2, 3, 5], k [2, 4, 6], v [2, 4, 7], h 8/2",
+      {{2, 3, 5}, {2, 4, 6}, {2, 4, 7}},
+      [] {
+        Generator g(21);
+        return std::make_shared<models::MultiHeadAttention>(6, 5, 7, 8, 2, 0.0, false, g, f64);
+      },
+      [](models::MultiHeadAttention& m, const std::vector<Tensor>& x) {
+        return m.forward(x[0], x[1], x[2], ints({3, 2}, {2}));
+      }));
+  cases.push_back(module_row(
+      kAttention, "MHA d2l, lens [B, Tq], with bias", "q [2, 3, 4], k=v [2, 4, 4], h 4/2", {{2, 3, 4}, {2, 4, 4}},
+      [] {
+        Generator g(22);
+        return std::make_shared<models::MultiHeadAttention>(4, 4, 4, 4, 2, 0.0, true, g, f64);
+      },
+      [](models::MultiHeadAttention& m, const std::vector<Tensor>& x) {
+        return m.forward(x[0], x[1], x[1], ints({1, 4, 2, 3, 0, 4}, {2, 3}));
+      }));
+  cases.push_back(module_row(
+      kAttention, "MHA self-attention (embed_dim, heads)", "x [2, 3, 8], heads 2", {{2, 3, 8}},
+      [] {
+        Generator g(23);
+        return std::make_shared<models::MultiHeadAttention>(8, 2, g, f64);
+      },
+      [](models::MultiHeadAttention& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
+}
+
+// Linear, layer norm, dropout, cross-entropy, the FFN and an encoder block.
+void layer_rows(std::vector<GradcheckCase>& cases) {
+  cases.push_back(row(kLayers, "linear with bias", "x [2, 3, 4], W [5, 4], b [5]",
+                      [] { return std::vector{randn({2, 3, 4}, 30), randn({5, 4}, 31), randn({5}, 32)}; },
+                      [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "linear no bias, 1-D input", "x [4], W [3, 4]",
+                      [] { return std::vector{randn({4}, 33), randn({3, 4}, 34)}; },
+                      [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1]); }));
+  cases.push_back(row(kLayers, "linear, transposed input", "x [4, 3]^T, W [2, 4]",
+                      [] { return std::vector{randn({4, 3}, 35), randn({2, 4}, 36), randn({2}, 37)}; },
+                      [](const std::vector<Tensor>& x) { return ops::linear(x[0].transpose(0, 1), x[1], x[2]); }));
+  cases.push_back(row(kLayers, "layer_norm", "x [2, 3, 6], w [6], b [6]",
+                      [] { return std::vector{randn({2, 3, 6}, 40), randn({6}, 41), randn({6}, 42)}; },
+                      [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "layer_norm, one row of 2", "x [1, 2]",
+                      [] { return std::vector{randn({1, 2}, 43), randn({2}, 44), randn({2}, 45)}; },
+                      [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "dropout (fixed mask, p 0.25)", "x [3, 4]",
+                      [] { return std::vector{randn({3, 4}, 50)}; },
+                      [](const std::vector<Tensor>& x) {
+                        Tensor mask = Tensor::from({1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1}, {3, 4}, x[0].dtype());
+                        return ops::dropout_with_mask(x[0], mask, 0.25);
+                      }));
+  cases.push_back(row(kLayers, "cross_entropy with mask", "logits [2, 3, 5], targets [2, 3]",
+                      [] {
+                        return std::vector{randn({2, 3, 5}, 60), ints({1, 4, 0, 2, 2, 3}, {2, 3}),
+                                           Tensor::from({1, 1, 0, 1, 0, 0}, {2, 3}, DType::bool8)};
+                      },
+                      [](const std::vector<Tensor>& x) { return ops::cross_entropy(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "cross_entropy no mask", "logits [4, 3]",
+                      [] { return std::vector{randn({4, 3}, 61), ints({0, 2, 1, 2}, {4})}; },
+                      [](const std::vector<Tensor>& x) { return ops::cross_entropy(x[0], x[1]); }));
+  cases.push_back(module_row(
+      kLayers, "PositionWiseFFN", "x [2, 3, 4], ffn 6", {{2, 3, 4}},
+      [] {
+        Generator g(70);
+        return std::make_shared<models::PositionWiseFFN>(4, 6, 4, g, f64);
+      },
+      [](models::PositionWiseFFN& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
+  cases.push_back(module_row(
+      kLayers, "TransformerEncoderBlock", "x [2, 3, 4], heads 2, ffn 6", {{2, 3, 4}},
+      [] {
+        Generator g(71);
+        return std::make_shared<models::TransformerEncoderBlock>(4, 6, 2, 0.0, false, g, f64);
+      },
+      [](models::TransformerEncoderBlock& m, const std::vector<Tensor>& x) { return m.forward(x[0], ints({3, 2}, {2})); }));
+}
+
+// The whole reference model: logits and the masked loss w.r.t. every parameter.
+void model_rows(std::vector<GradcheckCase>& cases) {
+  auto make_model = [] {
+    models::ModelConfig cfg;
+    cfg.vocab = 7;
+    cfg.d_model = 4;
+    cfg.heads = 2;
+    cfg.layers = 2;
+    cfg.ffn = 6;
+    cfg.max_len = 5;
+    return std::make_shared<models::SequenceModel>(cfg, 80, f64);
+  };
+  cases.push_back(module_row(kModel, "SequenceModel logits, every parameter", "tokens [2, 5], d 4, 2 layers", {},
+                             make_model, [](models::SequenceModel& m, const std::vector<Tensor>&) {
+                               return m.forward(ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 0}, {2, 5}), ints({5, 3}, {2}));
+                             }));
+  cases.push_back(module_row(kModel, "SequenceModel masked loss", "tokens [2, 5] -> scalar", {}, make_model,
+                             [](models::SequenceModel& m, const std::vector<Tensor>&) {
+                               Tensor lens = ints({5, 3}, {2});
+                               Tensor logits = m.forward(ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 0}, {2, 5}), lens);
+                               return ops::cross_entropy(logits, ints({1, 2, 3, 5, 6, 1, 4, 4, 0, 0}, {2, 5}),
+                                                         ops::sequence_mask(lens, 5));
+                             }));
+}
+
+} // namespace
+
+std::vector<GradcheckCase> model_gradcheck_cases() {
+  std::vector<GradcheckCase> cases;
+  masked_softmax_rows(cases);
+  head_reshape_rows(cases);
+  dot_product_attention_rows(cases);
+  multi_head_attention_rows(cases);
+  layer_rows(cases);
+  model_rows(cases);
+  return cases;
+}
+
+} // namespace headgrad::cli

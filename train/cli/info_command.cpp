@@ -1,0 +1,53 @@
+// info_command.cpp - `headgrad info [--check-blas N]`: the BLAS build, its active kernel, threads
+// and CPU features, and optionally a check of the kernel's gemm results.
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "framework/runtime/threads.hpp"
+#include "train/cli/blas_check.hpp"
+#include "train/cli/blas_core.hpp"
+#include "train/cli/cli_args.hpp"
+#include "train/cli/commands.hpp"
+
+namespace headgrad::cli {
+
+int info_command(int argc, char** argv) {
+  Args args("info", {{"check-blas", Kind::integer, "0",
+                      "also check N random sgemm/dgemm products of the active kernel against a "
+                      "long-double reference (exit 1 if any is wrong)"}});
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad info [--check-blas N]\n\nPrints the BLAS build, its active kernel, threads and CPU "
+               "features.\n\nflags:\n{}",
+               args.usage());
+    return 0;
+  }
+  const std::int64_t check_shapes = args.integer_at_least("check-blas", 0);
+  runtime::set_threads(runtime::available_cores()); // as train/eval set them by default
+  const auto b = runtime::blas_info();
+  const char* env_core = std::getenv("OPENBLAS_CORETYPE");
+  fmt::print("BLAS vendor:     OpenBLAS\n");
+  fmt::print("BLAS config:     {}\n", b.config);
+  fmt::print("BLAS core:       {}{}\n", b.core,
+             env_core ? fmt::format(" (OPENBLAS_CORETYPE={}{})", env_core,
+                                    std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM") ? ", chosen by headgrad" : ", set by you")
+                      : "");
+  fmt::print("BLAS threads:    {} per call (headgrad splits big gemms over its OpenMP threads)\n", b.blas_threads);
+  fmt::print("OpenMP threads:  {}\n", b.omp_threads);
+  const char* wait = std::getenv("OMP_WAIT_POLICY");
+  fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(libgomp default: spin, then sleep)");
+  fmt::print("CPU cores:       {}\n", b.cores);
+  fmt::print("CPU features:    {}\n", cpu_features().str());
+  const std::string notice = blas_core_notice();
+  if (!notice.empty()) fmt::print("{}\n", notice);
+  if (check_shapes > 0) {
+    const BlasCheckResult r = check_blas(static_cast<int>(check_shapes), 2024);
+    fmt::print("BLAS check:      {} random gemms x (float, double) x (one call, split over threads): {} "
+               "(worst error {:.3f} of the rounding bound, {})\n",
+               r.gemms, r.ok() ? "ok" : "WRONG RESULTS", r.worst_ratio, r.worst_case);
+    return r.ok() ? 0 : 1;
+  }
+  return 0;
+}
+
+} // namespace headgrad::cli

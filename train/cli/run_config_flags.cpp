@@ -1,0 +1,83 @@
+#include "train/cli/run_config_flags.hpp"
+
+#include <fmt/format.h>
+#include <stdexcept>
+
+namespace headgrad::cli {
+namespace {
+
+// The flag kind of each member type (text ones show as NAME in --help).
+Kind kind_of(const data::Task&) { return Kind::text; }
+Kind kind_of(const std::string&) { return Kind::text; }
+Kind kind_of(std::int64_t) { return Kind::integer; }
+Kind kind_of(std::uint64_t) { return Kind::integer; }
+Kind kind_of(double) { return Kind::real; }
+
+template <typename T> FlagSpec spec_of(const train::FieldInfo& f, const T& default_value) {
+  const Kind kind = kind_of(default_value);
+  return {f.flag, kind, train::to_text(default_value), f.help, kind == Kind::text ? "NAME" : ""};
+}
+
+// Args has checked the syntax of integer and real flags; what is left is the type's own range.
+void read_flag(const Args& a, const train::FieldInfo& f, data::Task& v) {
+  try {
+    v = data::parse_task(a.text(f.flag));
+  } catch (const std::invalid_argument& e) {
+    throw CliError(fmt::format("--{}: {}", f.flag, e.what()));
+  }
+}
+void read_flag(const Args& a, const train::FieldInfo& f, std::string& v) { v = a.text(f.flag); }
+void read_flag(const Args& a, const train::FieldInfo& f, std::int64_t& v) { v = a.integer(f.flag); }
+void read_flag(const Args& a, const train::FieldInfo& f, double& v) { v = a.real(f.flag); }
+void read_flag(const Args& a, const train::FieldInfo& f, std::uint64_t& v) {
+  // an unsigned field cannot hold the negative value its rule refuses: check it while signed
+  const std::int64_t x = a.integer(f.flag);
+  if (const std::string error = train::rule_error(f, x); !error.empty()) throw CliError(error);
+  v = static_cast<std::uint64_t>(x);
+}
+
+} // namespace
+
+bool selected(RunFields which, const train::FieldInfo& field) {
+  return which == RunFields::all || field.role != train::Role::shape;
+}
+
+std::vector<FlagSpec> run_config_flags(RunFields which) {
+  const train::RunConfig defaults;
+  std::vector<FlagSpec> specs;
+  train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
+    if (selected(which, f)) specs.push_back(spec_of(f, defaults.*member));
+  });
+  return specs;
+}
+
+train::RunConfig run_config_from_flags(const Args& args, RunFields which) {
+  train::RunConfig c;
+  train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
+    if (selected(which, f)) read_flag(args, f, c.*member);
+  });
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw CliError(e.what()); // a usage error: one line, exit code 2
+  }
+  return c;
+}
+
+train::RunConfig resumed_run_config(const Args& args, const train::RunConfig& from_flags,
+                                    const train::LoadedRun& checkpoint, const std::string& path) {
+  for (const train::ResumeConflict& c : train::resume_conflicts(from_flags, checkpoint.config))
+    if (args.given(c.field.flag))
+      throw CliError(fmt::format("--{} {} differs from the checkpoint's {} ({}); drop the flag to resume", c.field.flag,
+                                 c.run_value, c.checkpoint_value, path));
+  train::RunConfig c = checkpoint.config;
+  train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
+    if (f.role == train::Role::tunable && args.given(f.flag)) c.*member = from_flags.*member;
+  });
+  if (c.steps <= checkpoint.step)
+    throw CliError(fmt::format("--steps {} is not beyond the checkpoint's step {}; ask for more steps to resume",
+                               c.steps, checkpoint.step));
+  return c;
+}
+
+} // namespace headgrad::cli

@@ -1,0 +1,34 @@
+// run_config_flags.hpp - the run config's fields as command-line flags, all derived from the
+// field table (train::visit_run_fields): the flags and their --help defaults, reading them, and
+// the settings a --resume continues with. `headgrad train` takes every field; headgrad_bench the
+// training settings (its configurations set the shapes).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "train/checkpoint.hpp"
+#include "train/cli/cli_args.hpp"
+
+namespace headgrad::cli {
+
+enum class RunFields {
+  all,      // every field
+  settings, // every field but the shape ones (train::Role::shape)
+};
+bool selected(RunFields which, const train::FieldInfo& field);
+
+// One flag per selected field; the default shown is RunConfig{}'s value (its initialiser).
+std::vector<FlagSpec> run_config_flags(RunFields which);
+
+// RunConfig{} with the selected fields read from `args` (their defaults where not given), then
+// validated. Throws CliError, one line naming the flag.
+train::RunConfig run_config_from_flags(const Args& args, RunFields which);
+
+// The settings a run resumed from `checkpoint` (loaded from `path`) continues with: the
+// checkpoint's, except the tunable fields given as flags. A flag given for a field that must
+// match, with another value than the checkpoint's, is refused; so are --steps not beyond the
+// checkpoint's step.
+train::RunConfig resumed_run_config(const Args& args, const train::RunConfig& from_flags,
+                                    const train::LoadedRun& checkpoint, const std::string& path);
+
+} // namespace headgrad::cli

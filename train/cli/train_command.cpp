@@ -1,0 +1,141 @@
+// train_command.cpp - `headgrad train`: the flags, a resumed run's settings, the start-up banner,
+// the training run and its summary.
+#include <algorithm>
+#include <ctime>
+#include <fmt/format.h>
+#include <optional>
+
+#include "framework/autograd.hpp"
+#include "framework/profiler.hpp"
+#include "framework/runtime/threads.hpp"
+#include "train/cli/blas_core.hpp"
+#include "train/cli/cli_args.hpp"
+#include "train/cli/commands.hpp"
+#include "train/cli/run_config_flags.hpp"
+#include "train/trainer.hpp"
+
+namespace headgrad::cli {
+namespace {
+
+// The run config's flags, then those of this invocation.
+std::vector<FlagSpec> train_flags() {
+  std::vector<FlagSpec> flags = run_config_flags(RunFields::all);
+  const std::string cores = std::to_string(runtime::available_cores());
+  flags.insert(flags.end(), {
+      {"threads", Kind::integer, cores, "threads for all compute (OpenMP; gemms are split over them)"},
+      {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
+      {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
+      {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
+      {"resume", Kind::text, "", "continue from this model.safetensors (its optimizer.safetensors beside it)", "CKPT"},
+      {"json", Kind::flag, "false", "print the summary as one JSON object on the last line"},
+      {"profile", Kind::flag, "false", "print time per op type, forward and backward"},
+      {"quiet", Kind::flag, "false", "no progress output"},
+  });
+  return flags;
+}
+
+std::string default_out_dir(const std::string& task) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return fmt::format("runs/{}-{}", task, buf);
+}
+
+// What the command line asks for: the options, and the checkpoint a --resume continues (read
+// once, here: its config settles the run's, and train() continues from it).
+struct TrainRequest {
+  train::TrainOptions options;
+  std::optional<train::LoadedRun> resumed;
+};
+
+TrainRequest train_request(const Args& args) {
+  TrainRequest r;
+  train::TrainOptions& o = r.options;
+  o.run = run_config_from_flags(args, RunFields::all);
+  o.threads = static_cast<int>(args.integer_at_least("threads", 1));
+  o.eval_every = args.integer_at_least("eval-every", 0);
+  o.save_every = args.integer_at_least("save-every", 0);
+  o.json = args.flag("json");
+  o.profile = args.flag("profile");
+  o.quiet = args.flag("quiet");
+  o.resume = args.text("resume");
+  if (!o.resume.empty()) {
+    r.resumed = train::load_model_checkpoint(o.resume);
+    o.run = resumed_run_config(args, o.run, *r.resumed, o.resume);
+  }
+  o.out_dir = args.given("out") ? args.text("out") : default_out_dir(data::task_name(o.run.task));
+  if (o.out_dir.empty()) throw CliError("--out needs a directory name");
+  return r;
+}
+
+void print_banner(const train::TrainOptions& o) {
+  const auto blas = runtime::blas_info();
+  const std::string notice = blas_core_notice();
+  if (!notice.empty()) fmt::print(stderr, "{}\n", notice);
+  if (o.quiet || o.json) return;
+  const train::RunConfig& c = o.run;
+  fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, vocab {}, len {}..{}, batch {}, {} lr {}, "
+             "{} steps{}\nBLAS: OpenBLAS core {}, {} threads; output in {}\n",
+             data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, c.vocab, c.min_len, c.max_len, c.batch,
+             c.optimizer, c.lr, c.steps, o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core,
+             o.threads, o.out_dir);
+}
+
+void print_profile() {
+  auto rows = profiler_report();
+  std::sort(rows.begin(), rows.end(), [](const OpProfile& a, const OpProfile& b) {
+    return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
+  });
+  double total = 0;
+  for (const auto& r : rows) total += r.forward_seconds + r.backward_seconds;
+  fmt::print("\n{:<22} {:>9} {:>11} {:>9} {:>11} {:>10} {:>7}\n", "op", "fwd calls", "fwd ms", "bwd calls", "bwd ms",
+             "total ms", "share");
+  for (const auto& r : rows)
+    fmt::print("{:<22} {:>9} {:>11.2f} {:>9} {:>11.2f} {:>10.2f} {:>6.1f}%\n", r.name, r.forward_calls,
+               r.forward_seconds * 1e3, r.backward_calls, r.backward_seconds * 1e3,
+               (r.forward_seconds + r.backward_seconds) * 1e3,
+               total > 0 ? 100.0 * (r.forward_seconds + r.backward_seconds) / total : 0.0);
+  fmt::print("{:<22} {:>9} {:>11} {:>9} {:>11} {:>10.2f}\n", "total (op time)", "", "", "", "", total * 1e3);
+  const AllocatorStats a = allocator_stats();
+  fmt::print("allocator: {} system allocations, {} served from the cache; {:.1f} MiB in use, {:.1f} MiB cached\n\n",
+             a.system_allocs, a.cache_hits, static_cast<double>(a.bytes_in_use) / (1 << 20),
+             static_cast<double>(a.bytes_cached) / (1 << 20));
+}
+
+void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
+  fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}\n", s.steps,
+             s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
+             s.interrupted ? " (interrupted)" : "");
+  if (!o.json) fmt::print("wrote {}/metrics.csv, {}, {}/attention.svg\n", o.out_dir, s.checkpoint, o.out_dir);
+  if (o.json)
+    fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
+               "\"tokens_per_s\": {:.1f}, \"seconds\": {:.3f}, \"interrupted\": {}, \"out\": \"{}\"}}\n",
+               s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.seconds,
+               s.interrupted ? "true" : "false", o.out_dir);
+}
+
+} // namespace
+
+int train_command(int argc, char** argv) {
+  Args args("train", train_flags());
+  args.parse(argc, argv, 2);
+  if (args.help()) {
+    fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
+               "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, model.safetensors, "
+               "optimizer.safetensors and attention.svg to --out.\n\nflags:\n{}",
+               args.usage());
+    return 0;
+  }
+  TrainRequest request = train_request(args);
+  const train::TrainOptions& o = request.options;
+  print_banner(o);
+  train::install_interrupt_handler();
+  const train::TrainSummary s = request.resumed ? train::train(o, std::move(*request.resumed)) : train::train(o);
+  if (o.profile) print_profile();
+  print_summary(o, s);
+  return 0;
+}
+
+} // namespace headgrad::cli

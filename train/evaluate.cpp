@@ -1,0 +1,28 @@
+#include "train/evaluate.hpp"
+
+#include "framework/autograd.hpp"
+#include "framework/ops/nn_ops.hpp"
+
+namespace headgrad::train {
+
+EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set) {
+  NoGradGuard ng;
+  const bool was_training = model.training();
+  model.eval();
+  data::Accuracy acc;
+  double loss_sum = 0;
+  std::int64_t loss_tokens = 0;
+  const std::int64_t n = eval_set.tokens.shape()[0], chunk = 250;
+  for (std::int64_t s = 0; s < n; s += chunk) {
+    data::Batch b = data::slice_batch(eval_set, s, chunk);
+    Tensor logits = model.forward(b.tokens, b.valid_lens);
+    Tensor mask = ops::sequence_mask(b.valid_lens, b.tokens.shape()[1]);
+    loss_sum += ops::cross_entropy(logits, b.targets, mask).item() * static_cast<double>(b.valid_tokens);
+    loss_tokens += b.valid_tokens;
+    acc += data::score(data::argmax_last(logits), b);
+  }
+  model.train(was_training);
+  return EvalResult{loss_tokens ? loss_sum / static_cast<double>(loss_tokens) : 0.0, acc.token_acc, acc.seq_acc};
+}
+
+} // namespace headgrad::train

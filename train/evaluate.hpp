@@ -1,0 +1,17 @@
+// evaluate.hpp - held-out loss and accuracy of a model, as `headgrad train` reports them and
+// `headgrad eval` prints them.
+#pragma once
+#include "data/tasks.hpp"
+#include "models/transformer.hpp"
+
+namespace headgrad::train {
+
+struct EvalResult {
+  double loss = 0, token_acc = 0, seq_acc = 0;
+};
+
+// Mean masked cross-entropy per valid token, token and sequence accuracy of greedy predictions;
+// in eval mode (no dropout) and without a graph. The model's train/eval mode is restored.
+EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set);
+
+} // namespace headgrad::train

@@ -1,0 +1,137 @@
+// run_config.hpp - everything that defines a training run, and the one table of its fields.
+//
+// RunConfig is flat: every setting is stored once (the model's vocab and max_len are the task's
+// too), and model_config() / task_config() give the structs models/ and data/ take.
+// visit_run_fields() is the one list of the fields. From it come the command line's flags and
+// their --help defaults (the initialisers below), validate(), what a resumed run keeps and what
+// it may change (Role), the checkpoint metadata and the benchmark's JSON.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/tasks.hpp"
+#include "models/transformer.hpp"
+
+namespace headgrad::train {
+
+struct RunConfig {
+  // Defaults as `headgrad train` (the sort task reaches >= 0.99 held-out sequence accuracy).
+  data::Task task = data::Task::sort;
+  std::int64_t steps = 6000, batch = 64;
+  std::int64_t d_model = 64, heads = 4, layers = 2, ffn = 128, max_len = 16, min_len = 4, vocab = 16;
+  double lr = 3e-3;
+  std::string optimizer = "adam"; // adam | adamw | sgd
+  double weight_decay = 0.0, momentum = 0.9;
+  std::int64_t warmup = 300;
+  std::string schedule = "cosine"; // constant | cosine
+  double clip = 1.0, dropout = 0.0;
+  std::uint64_t seed = 0;
+
+  models::ModelConfig model_config() const;
+  data::TaskConfig task_config() const;
+  // Every field's rule (in table order), then the rules between fields. Throws
+  // std::invalid_argument with one line naming the flag: "--lr must be positive, got 0".
+  void validate() const;
+};
+
+// What a field is to a run, and so what a resumed run (--resume) does with it.
+enum class Role {
+  shape,   // the task and the sizes of the model and its batches: must match the checkpoint's
+  fixed,   // a training setting the checkpoint fixes (seed, optimizer kind, dropout): must match
+  tunable, // an optimiser setting: a value given on resume replaces the checkpoint's
+};
+inline bool must_match_on_resume(Role role) { return role != Role::tunable; }
+
+// The valid values of a field; `note` follows the rule in its error message.
+struct Rule {
+  enum class Kind {
+    any,      // every value of the type
+    at_least, // integers: "at least min"; reals: ">= min"
+    positive, // reals > 0
+    fraction, // reals in [0, 1)
+    one_of,   // text: one of `choices`
+  } kind = Kind::any;
+  double min = 0;
+  std::vector<std::string> choices = {};
+  const char* note = "";
+};
+inline Rule at_least(double min, const char* note = "") { return {Rule::Kind::at_least, min, {}, note}; }
+inline Rule positive() { return {Rule::Kind::positive}; }
+inline Rule fraction() { return {Rule::Kind::fraction}; }
+inline Rule one_of(std::vector<std::string> choices) { return {Rule::Kind::one_of, 0, std::move(choices)}; }
+
+struct FieldInfo {
+  const char* flag; // command-line flag without dashes; the metadata and JSON key is metadata_key()
+  const char* help;
+  Role role;
+  Rule rule = {};
+};
+// "d-model" -> "d_model"
+std::string metadata_key(const FieldInfo& field);
+
+// The field table: calls visit(FieldInfo, &RunConfig::member) once per field, in the order of
+// `headgrad train --help`. The member pointer reads or writes that field of any RunConfig.
+template <typename Visit> void visit_run_fields(Visit&& visit) {
+  using R = RunConfig;
+  visit(FieldInfo{"task", "toy task: copy, reverse or sort", Role::shape}, &R::task);
+  visit(FieldInfo{"steps", "total optimizer steps (a resumed run continues up to this)", Role::tunable, at_least(1)},
+        &R::steps);
+  visit(FieldInfo{"batch", "sequences per batch", Role::shape, at_least(1)}, &R::batch);
+  visit(FieldInfo{"d-model", "model width d", Role::shape, at_least(1)}, &R::d_model);
+  visit(FieldInfo{"heads", "attention heads (must divide d-model)", Role::shape, at_least(1)}, &R::heads);
+  visit(FieldInfo{"layers", "encoder blocks", Role::shape, at_least(1)}, &R::layers);
+  visit(FieldInfo{"ffn", "hidden width of the position-wise FFN", Role::shape, at_least(1)}, &R::ffn);
+  visit(FieldInfo{"max-len", "longest sequence = padded length T", Role::shape, at_least(1)}, &R::max_len);
+  visit(FieldInfo{"min-len", "shortest sequence", Role::shape, at_least(1)}, &R::min_len);
+  visit(FieldInfo{"vocab", "vocabulary size V (token 0 is padding)", Role::shape, at_least(2)}, &R::vocab);
+  visit(FieldInfo{"lr", "peak learning rate", Role::tunable, positive()}, &R::lr);
+  visit(FieldInfo{"optimizer", "adam, adamw or sgd", Role::fixed, one_of({"adam", "adamw", "sgd"})}, &R::optimizer);
+  visit(FieldInfo{"weight-decay", "weight decay (L2 for adam/sgd, decoupled for adamw)", Role::tunable, at_least(0)},
+        &R::weight_decay);
+  visit(FieldInfo{"momentum", "SGD momentum", Role::tunable, fraction()}, &R::momentum);
+  visit(FieldInfo{"warmup", "linear warmup steps", Role::tunable, at_least(0)}, &R::warmup);
+  visit(FieldInfo{"schedule", "after warmup: constant or cosine decay to 0", Role::tunable,
+                  one_of({"constant", "cosine"})},
+        &R::schedule);
+  visit(FieldInfo{"clip", "clip the global gradient norm to this (0: off)", Role::tunable,
+                  at_least(0, " (0 turns clipping off)")},
+        &R::clip);
+  visit(FieldInfo{"dropout", "dropout probability", Role::fixed, fraction()}, &R::dropout);
+  visit(FieldInfo{"seed", "seed for initialisation and batches", Role::fixed, at_least(0)}, &R::seed);
+}
+
+// A field's value as text (the checkpoint metadata, --help defaults, messages) and back. Reals
+// use the shortest text that reads back to the same double. from_text returns false when the
+// text is not a value of the type; value_kind names the type for that message ("an integer").
+std::string to_text(data::Task v);
+std::string to_text(std::int64_t v);
+std::string to_text(std::uint64_t v);
+std::string to_text(double v);
+std::string to_text(const std::string& v);
+bool from_text(const std::string& text, data::Task& v);
+bool from_text(const std::string& text, std::int64_t& v);
+bool from_text(const std::string& text, std::uint64_t& v);
+bool from_text(const std::string& text, double& v);
+bool from_text(const std::string& text, std::string& v);
+const char* value_kind(const data::Task&);
+const char* value_kind(const std::int64_t&);
+const char* value_kind(const std::uint64_t&);
+const char* value_kind(const double&);
+const char* value_kind(const std::string&);
+
+// "" if `value` keeps the field's rule, else the message: "--lr must be positive, got 0".
+std::string rule_error(const FieldInfo& field, data::Task value);
+std::string rule_error(const FieldInfo& field, std::int64_t value); // also a seed read as signed text
+std::string rule_error(const FieldInfo& field, std::uint64_t value);
+std::string rule_error(const FieldInfo& field, double value);
+std::string rule_error(const FieldInfo& field, const std::string& value);
+
+// A field that must match on resume and differs between a run and its checkpoint.
+struct ResumeConflict {
+  FieldInfo field;
+  std::string run_value, checkpoint_value;
+};
+std::vector<ResumeConflict> resume_conflicts(const RunConfig& run, const RunConfig& checkpoint);
+
+} // namespace headgrad::train

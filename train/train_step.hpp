@@ -1,0 +1,43 @@
+// train_step.hpp - one optimisation step of the reference model: forward, masked cross-entropy,
+// zero_grad, backward, global-norm clipping, the optimizer's update. The trainer, the benchmark
+// and the tests all step through this one function.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+
+#include "data/tasks.hpp"
+#include "framework/optim/optimizer.hpp"
+#include "models/transformer.hpp"
+
+namespace headgrad::train {
+
+// The loss or a gradient is not finite: names the step and the first such tensor. Thrown before
+// the update, so the parameters and the optimizer state are those of the step before.
+struct NonFiniteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct StepSettings {
+  std::int64_t step; // 1-based, for messages
+  double lr;         // this step's learning rate (the schedule's value)
+  double clip;       // global gradient-norm bound (0: no clipping)
+};
+
+struct StepResult {
+  double loss = 0;      // mean cross-entropy over the batch's valid positions
+  double grad_norm = 0; // global gradient norm before clipping (0 when clipping is off)
+};
+
+// Seconds spent in each part of the step, added to by every step given one (the profile).
+struct StepPhases {
+  double forward = 0, backward = 0, clip = 0, optimizer = 0;
+};
+
+// `optimizer` updates `model`'s parameters (as make_optimizer builds it). Throws NonFiniteError:
+//   "step 21: the loss is nan (first non-finite tensor: parameter 'dense.weight'); training stopped"
+//   "step 21: the gradient of 'x' is not finite (parameter 'y' itself is not finite); training
+//    stopped before the update"
+StepResult train_step(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
+                      const StepSettings& settings, StepPhases* phases = nullptr);
+
+} // namespace headgrad::train
