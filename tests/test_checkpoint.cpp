@@ -18,50 +18,23 @@
 #include "train/checkpoint.hpp"
 #include "train/run_optimizer.hpp"
 #include "train/train_step.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using namespace headgrad::train;
 namespace fs = std::filesystem;
+using test_support::contains;
+using test_support::error_of;
+using test_support::read_file;
+using test_support::starts_with;
+using test_support::write_file;
 
-namespace {
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / fmt::format("headgrad_test_checkpoint_{}_{}", getpid(), n++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+// Temporary directories named after this file.
+struct TempDir : test_support::TempDir {
+  TempDir() : test_support::TempDir("test_checkpoint") {}
 };
 
-template <typename E, typename F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (...) {
-    return "<wrong exception type>";
-  }
-  return "<no exception>";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
+namespace {
 
 RunConfig tiny_config() {
   RunConfig c;
@@ -221,7 +194,7 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a message naming t
   Trained t(1);
   const std::string good = dir / "model.safetensors";
   save_checkpoint(good, *t.model, t.opt.get(), t.cfg, 1);
-  const std::string bytes = read_bytes(good);
+  const std::string bytes = read_file(good);
   const io::SafetensorsFile file = io::load_safetensors(good);
 
   // load_model_checkpoint(path) must throw E whose message begins with "<path>: " and contains `part`.
@@ -238,7 +211,7 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a message naming t
     for (std::size_t keep : {std::size_t{0}, std::size_t{5}, std::size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
       CAPTURE(keep);
       const std::string p = dir / "trunc.safetensors";
-      write_bytes(p, bytes.substr(0, keep));
+      write_file(p, bytes.substr(0, keep));
       CHECK_THROWS_AS((void)load_model_checkpoint(p), std::invalid_argument);
       refused(p, "");
     }
@@ -248,12 +221,12 @@ TEST_CASE("damaged or mismatched checkpoints are refused with a message naming t
     std::string junk(4096, '\0');
     for (auto& ch : junk) ch = static_cast<char>(rng());
     const std::string p = dir / "junk.safetensors";
-    write_bytes(p, junk);
+    write_file(p, junk);
     refused(p, "");
     // a plausible header length followed by non-JSON
     std::string fake(8, '\0');
     fake[0] = 16;
-    write_bytes(p, fake + "this is not json" + std::string(32, 'x'));
+    write_file(p, fake + "this is not json" + std::string(32, 'x'));
     refused(p, "");
   }
   SUBCASE("non-existent file") {
@@ -351,7 +324,7 @@ TEST_CASE("the model file is a valid safetensors file shaped like a PyTorch stat
   auto opt = make_optimizer(c, model.named_parameters());
   const std::string path = dir / "model.safetensors";
   save_checkpoint(path, model, opt.get(), c, 0);
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_file(path);
 
   // layout: u64 LE header length N, N bytes of JSON (8-byte aligned, space padded), the data
   REQUIRE(bytes.size() > 8);

@@ -15,38 +15,20 @@
 #include "train/checkpoint.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_core.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 namespace fs = std::filesystem;
+using test_support::contains;
+using test_support::lines_of;
+using test_support::read_file;
 
-namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / fmt::format("headgrad_test_cli_{}_{}", getpid(), n++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+// Temporary directories named after this file.
+struct TempDir : test_support::TempDir {
+  TempDir() : test_support::TempDir("test_cli") {}
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+namespace {
 
 struct Result {
   int rc = -1;
@@ -63,35 +45,14 @@ struct Result {
 
 // Runs the binary with `args` in `cwd`, capturing stdout, stderr and the exit code.
 // env: variables to set in the child ("" as the value: unset it).
-Result run(const std::vector<std::string>& args, const TempDir& cwd,
-           const std::vector<std::pair<std::string, std::string>>& env = {}) {
+Result run(const std::vector<std::string>& args, const TempDir& cwd, const test_support::EnvChanges& env = {}) {
   static int n = 0;
   const std::string out_path = cwd / fmt::format("cli{}.out", n), err_path = cwd / fmt::format("cli{}.err", n);
   ++n;
   std::vector<std::string> all = {HEADGRAD_CLI};
   all.insert(all.end(), args.begin(), args.end());
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    if (chdir(cwd.path.c_str()) != 0) _exit(126);
-    for (const auto& [k, v] : env) {
-      if (v.empty()) unsetenv(k.c_str());
-      else setenv(k.c_str(), v.c_str(), 1);
-    }
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
   Result r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  r.rc = test_support::wait_for(test_support::spawn(all, out_path, err_path, cwd.path.string(), env), 600);
   r.out = read_file(out_path);
   r.err = read_file(err_path);
   return r;

@@ -26,31 +26,16 @@
 #include "framework/io/safetensors.hpp"
 #include "train/checkpoint.hpp"
 #include "train/run_optimizer.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 namespace fs = std::filesystem;
+using test_support::read_file;
+using test_support::TempDir;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / fmt::format("headgrad_test_faults_{}", getpid());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 // The names in `dir` that contain ".tmp." (temporary checkpoint files).
 std::vector<std::string> temp_files(const fs::path& dir) {
@@ -69,22 +54,8 @@ pid_t spawn_train(const fs::path& out, const fs::path& logs, int i) {
                                    "--layers",   "2",      "--heads",      "4",   "--batch",     "8",
                                    "--steps",    "100000", "--save-every", "1",   "--eval-every", "0",
                                    "--threads",  "1",      "--quiet",      "--out", out.string()};
-  const std::string out_log = (logs / fmt::format("run{}.stdout", i)).string();
-  const std::string err_log = (logs / fmt::format("run{}.stderr", i)).string();
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int o = open(out_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+  return test_support::spawn(args, (logs / fmt::format("run{}.stdout", i)).string(),
+                             (logs / fmt::format("run{}.stderr", i)).string());
 }
 
 // Polls `done` every millisecond until it holds (true) or `timeout_s` passes, or the child exits
@@ -137,7 +108,7 @@ TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint, a
     if (!first) {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
-      FAIL("no first checkpoint within 120 s; stderr: ", read_text(logs / fmt::format("run{}.stderr", i)));
+      FAIL("no first checkpoint within 120 s; stderr: ", read_file(logs / fmt::format("run{}.stderr", i)));
     }
     // The run saved both files once: the earlier runs' temporaries must be gone by now.
     for (const std::string& n : stale_before) {
@@ -165,7 +136,7 @@ TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint, a
     REQUIRE(waitpid(pid, &status, 0) == pid);
     if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
       FAIL("the run ended before the kill (status ", status,
-           "); stderr: ", read_text(logs / fmt::format("run{}.stderr", i)));
+           "); stderr: ", read_file(logs / fmt::format("run{}.stderr", i)));
 
     // 1. model.safetensors is a complete checkpoint (load_safetensors checks the size exactly:
     //    a truncated or partly written file cannot pass) that loads as a model.
@@ -266,7 +237,7 @@ TEST_CASE("the fuzz seed corpus replays: valid_* files parse, every other file p
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     CAPTURE(name);
-    const std::string bytes = read_text(e.path());
+    const std::string bytes = read_file(e.path());
     try {
       const io::SafetensorsFile f = io::parse_safetensors(bytes.data(), bytes.size(), name);
       // What parses also writes back to a file that parses the same.

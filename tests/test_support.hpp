@@ -8,11 +8,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <fmt/format.h>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "framework/random.hpp"
@@ -86,12 +92,12 @@ template <typename E = std::exception, typename F> std::string error_of(F&& f) {
   return "<no exception>";
 }
 
-inline std::string read_file(const std::string& path) {
+inline std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-inline void write_file(const std::string& path, const std::string& bytes) {
+inline void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
@@ -122,5 +128,52 @@ struct TempDir {
     return out;
   }
 };
+
+// ---- running a program (the headgrad binary, HEADGRAD_CLI) --------------------------------------
+
+// Variables to set in a child's environment; an empty value unsets the variable.
+using EnvChanges = std::vector<std::pair<std::string, std::string>>;
+
+// Starts argv (argv[0] a path) with stdout and stderr written to the given files, in `cwd` when
+// it is not empty. Returns the child's pid.
+inline pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path,
+                   const std::string& cwd = "", const EnvChanges& env = {}) {
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    for (const auto& [k, v] : env) {
+      if (v.empty()) unsetenv(k.c_str());
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
+    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<std::string> args = argv;
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    execv(cargs[0], cargs.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit code of pid, or -signal. A child still running after timeout_s is killed and the test
+// fails.
+inline int wait_for(pid_t pid, double timeout_s = 60) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      FAIL("the child did not exit in time");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
 
 } // namespace test_support

@@ -21,44 +21,22 @@
 #include "framework/io/safetensors.hpp"
 #include "train/run_optimizer.hpp"
 #include "train/trainer.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using namespace headgrad::train;
 namespace fs = std::filesystem;
+using test_support::contains;
+using test_support::count_of;
+using test_support::lines_of;
+using test_support::read_file;
 
-namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int n = 0;
-    path = fs::temp_directory_path() / fmt::format("headgrad_test_train_{}_{}", getpid(), n++);
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+// Temporary directories named after this file.
+struct TempDir : test_support::TempDir {
+  TempDir() : test_support::TempDir("test_train") {}
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-std::vector<std::string> lines_of(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) out.push_back(l);
-  return out;
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-std::size_t count_of(const std::string& s, const std::string& part) {
-  std::size_t n = 0;
-  for (std::size_t p = s.find(part); p != std::string::npos; p = s.find(part, p + part.size())) ++n;
-  return n;
-}
+namespace {
 
 // The small copy-task run all tests start from.
 TrainOptions tiny(const std::string& out_dir, std::int64_t steps) {
@@ -103,39 +81,11 @@ Child spawn(const std::vector<std::string>& args, const TempDir& dir, const std:
   c.err_path = dir / (tag + ".stderr");
   std::vector<std::string> all = {HEADGRAD_CLI};
   all.insert(all.end(), args.begin(), args.end());
-  c.pid = fork();
-  REQUIRE(c.pid >= 0);
-  if (c.pid == 0) {
-    const int o = open(c.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(c.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> argv;
-    for (auto& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  c.pid = test_support::spawn(all, c.out_path, c.err_path);
   return c;
 }
 
-// Waits up to `timeout_s`; a child still running then is killed (the test fails). Returns the
-// exit code, or -signal.
-int wait_for(const Child& c, double timeout_s = 60) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int status = 0;
-  while (true) {
-    const pid_t r = waitpid(c.pid, &status, WNOHANG);
-    if (r == c.pid) break;
-    if (std::chrono::steady_clock::now() > until) {
-      kill(c.pid, SIGKILL);
-      waitpid(c.pid, &status, 0);
-      FAIL("the child did not exit in time");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
+int wait_for(const Child& c, double timeout_s = 60) { return test_support::wait_for(c.pid, timeout_s); }
 
 const std::vector<std::string> kTinyFlags = {"--task", "copy", "--batch", "32", "--d-model", "32", "--heads", "2",
                                              "--layers", "1", "--ffn", "32", "--max-len", "8", "--min-len", "2",
