@@ -10,9 +10,10 @@ this module's state_dict) and TAG.data.safetensors ("pos_encoding" (T, d), train
 Nothing here has defaults of its own: every number comes from the spec, so both sides always run
 the same thing. The result is written as JSON to spec["result_torch"].
 
-The model is d2l's Transformer encoder (embedding * sqrt(d) + sinusoidal P -> blocks of
-[MultiHeadAttention without bias, AddNorm(LayerNorm eps 1e-5), FFN dense1-relu-dense2]) and an
-output Linear, written as d2l writes it (including its masked_softmax with the -1e6 fill). The P
+The model (tests/reference/d2l_model.py, shared with the golden fixtures) is d2l's Transformer
+encoder (embedding * sqrt(d) + sinusoidal P -> blocks of [MultiHeadAttention without bias,
+AddNorm(LayerNorm eps 1e-5), FFN dense1-relu-dense2]) and an output Linear, written as d2l writes
+it (including its masked_softmax with the -1e6 fill). The P
 table is read from the data file instead of recomputed, so the first-step loss can be compared
 with headgrad's to ~1e-6 (d2l computes it in float32, headgrad in float64).
 Only torch and the standard library are used (the safetensors reader is below).
@@ -29,8 +30,6 @@ import sys
 import time
 
 import torch
-from torch import nn
-import torch.nn.functional as F
 
 
 # ---- safetensors ---------------------------------------------------------------------------------
@@ -58,139 +57,9 @@ def read_safetensors(path, lazy=False):
     return out
 
 
-# ---- d2l's encoder ------------------------------------------------------------------------------
-def sequence_mask(X, valid_len, value=0):
-    maxlen = X.size(1)
-    mask = torch.arange((maxlen), dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
-    X[~mask] = value
-    return X
-
-
-def masked_softmax(X, valid_lens):
-    if valid_lens is None:
-        return nn.functional.softmax(X, dim=-1)
-    shape = X.shape
-    if valid_lens.dim() == 1:
-        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
-    else:
-        valid_lens = valid_lens.reshape(-1)
-    X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
-    return nn.functional.softmax(X.reshape(shape), dim=-1)
-
-
-class DotProductAttention(nn.Module):
-    def __init__(self, dropout):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, queries, keys, values, valid_lens=None):
-        d = queries.shape[-1]
-        scores = torch.bmm(queries, keys.transpose(1, 2)) / math.sqrt(d)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
-
-
-def transpose_qkv(X, num_heads):
-    X = X.reshape(X.shape[0], X.shape[1], num_heads, -1)
-    X = X.permute(0, 2, 1, 3)
-    return X.reshape(-1, X.shape[2], X.shape[3])
-
-
-def transpose_output(X, num_heads):
-    X = X.reshape(-1, num_heads, X.shape[1], X.shape[2])
-    X = X.permute(0, 2, 1, 3)
-    return X.reshape(X.shape[0], X.shape[1], -1)
-
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self, key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias=False):
-        super().__init__()
-        self.num_heads = num_heads
-        self.attention = DotProductAttention(dropout)
-        self.W_q = nn.Linear(query_size, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(key_size, num_hiddens, bias=bias)
-        self.W_v = nn.Linear(value_size, num_hiddens, bias=bias)
-        self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
-
-    def forward(self, queries, keys, values, valid_lens):
-        queries = transpose_qkv(self.W_q(queries), self.num_heads)
-        keys = transpose_qkv(self.W_k(keys), self.num_heads)
-        values = transpose_qkv(self.W_v(values), self.num_heads)
-        if valid_lens is not None:
-            valid_lens = torch.repeat_interleave(valid_lens, repeats=self.num_heads, dim=0)
-        output = self.attention(queries, keys, values, valid_lens)
-        return self.W_o(transpose_output(output, self.num_heads))
-
-
-class PositionalEncoding(nn.Module):
-    def __init__(self, P, dropout):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.P = P[None]  # (1, T, d), a plain attribute as in d2l: not in the state_dict
-
-    def forward(self, X):
-        return self.dropout(X + self.P[:, :X.shape[1], :])
-
-
-class PositionWiseFFN(nn.Module):
-    def __init__(self, ffn_num_input, ffn_num_hiddens, ffn_num_outputs):
-        super().__init__()
-        self.dense1 = nn.Linear(ffn_num_input, ffn_num_hiddens)
-        self.relu = nn.ReLU()
-        self.dense2 = nn.Linear(ffn_num_hiddens, ffn_num_outputs)
-
-    def forward(self, X):
-        return self.dense2(self.relu(self.dense1(X)))
-
-
-class AddNorm(nn.Module):
-    def __init__(self, normalized_shape, dropout):
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.ln = nn.LayerNorm(normalized_shape)  # eps 1e-5
-
-    def forward(self, X, Y):
-        return self.ln(self.dropout(Y) + X)
-
-
-class EncoderBlock(nn.Module):
-    def __init__(self, d, ffn, heads, dropout):
-        super().__init__()
-        self.attention = MultiHeadAttention(d, d, d, d, heads, dropout, False)
-        self.addnorm1 = AddNorm([d], dropout)
-        self.ffn = PositionWiseFFN(d, ffn, d)
-        self.addnorm2 = AddNorm([d], dropout)
-
-    def forward(self, X, valid_lens):
-        Y = self.addnorm1(X, self.attention(X, X, X, valid_lens))
-        return self.addnorm2(Y, self.ffn(Y))
-
-
-class SequenceModel(nn.Module):
-    """tokens (B, T) -> embedding * sqrt(d) + P -> blocks -> dense -> logits (B, T, V)."""
-
-    def __init__(self, c, P):
-        super().__init__()
-        self.num_hiddens = c["d_model"]
-        self.embedding = nn.Embedding(c["vocab"], c["d_model"])
-        self.pos_encoding = PositionalEncoding(P, c["dropout"])
-        self.blks = nn.Sequential(*[EncoderBlock(c["d_model"], c["ffn"], c["heads"], c["dropout"])
-                                    for _ in range(c["layers"])])
-        self.dense = nn.Linear(c["d_model"], c["vocab"])
-
-    def forward(self, tokens, valid_lens):
-        X = self.pos_encoding(self.embedding(tokens) * math.sqrt(self.num_hiddens))
-        for blk in self.blks:
-            X = blk(X, valid_lens)
-        return self.dense(X)
-
-
-def masked_mean_ce(logits, targets, valid_lens):
-    """Cross-entropy averaged over the valid positions only (t < valid_lens[b])."""
-    B, T, V = logits.shape
-    nll = F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T), reduction="none").reshape(B, T)
-    mask = (torch.arange(T)[None, :] < valid_lens[:, None]).to(logits.dtype)
-    return (nll * mask).sum() / mask.sum()
+# ---- the model: d2l's encoder + output layer, shared with the golden fixtures ------------------------
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+from d2l_model import ReferenceModel, masked_mean_ce  # noqa: E402
 
 
 # ---- training -----------------------------------------------------------------------------------
@@ -222,7 +91,9 @@ class Trainer:
         self.t = spec["train"]
         data = read_safetensors(spec["data"], lazy=True)
         self.data = data
-        self.model = SequenceModel(dict(spec["config"], dropout=self.t["dropout"]), data["pos_encoding"].clone())
+        c = spec["config"]
+        self.model = ReferenceModel(c["vocab"], c["d_model"], c["heads"], c["layers"], c["ffn"], self.t["dropout"],
+                                    P=data["pos_encoding"].clone())
         self.model.load_state_dict(read_safetensors(spec["weights"]), strict=True)
         self.model.train()
         self.opt = make_optimizer(self.model, self.t)

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <sys/wait.h>
@@ -319,17 +320,32 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
   const std::string model_path = dir / "model.safetensors", opt_path = dir / "optimizer.safetensors";
   const std::string model_bytes = read_file(model_path), opt_bytes = read_file(opt_path);
 
-  SUBCASE("a huge learning rate") {
-    TrainOptions r = o;
+  // The message train() throws when resumed (for 20 more steps) from `resume` with `r`'s settings.
+  auto failure_of = [&](TrainOptions r, const std::string& resume) {
     r.run.steps = 40;
-    r.run.lr = 1e30;
-    r.resume = model_path;
+    r.resume = resume;
     std::string msg;
     try {
       (void)train::train(r);
     } catch (const NonFiniteError& e) {
       msg = e.what();
     }
+    return msg;
+  };
+  // A copy of the checkpoint in `bad` with one parameter poisoned by `poison`; returns its bytes.
+  auto poisoned_copy = [&](const TempDir& bad, const std::function<void(models::SequenceModel&)>& poison) {
+    LoadedRun run = load_model_checkpoint(model_path);
+    poison(*run.model);
+    auto opt = make_optimizer(run.config, run.model->named_parameters());
+    load_optimizer_state(model_path, run.step, *opt);
+    save_checkpoint(bad / "model.safetensors", *run.model, opt.get(), run.config, run.step);
+    return read_file(bad / "model.safetensors");
+  };
+
+  SUBCASE("a huge learning rate") {
+    TrainOptions r = o;
+    r.run.lr = 1e30;
+    const std::string msg = failure_of(r, model_path);
     INFO("message: ", msg);
     REQUIRE_FALSE(msg.empty());
     CHECK(msg.rfind("step 2", 0) == 0); // step 21 or 22: the first update already overflows the forward
@@ -340,23 +356,12 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
   }
   SUBCASE("a poisoned parameter in the checkpoint: NaN loss") {
     TempDir bad;
-    LoadedRun run = load_model_checkpoint(model_path);
-    run.model->dense->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
-    auto opt = make_optimizer(run.config, run.model->named_parameters());
-    load_optimizer_state(model_path, run.step, *opt);
-    save_checkpoint(bad / "model.safetensors", *run.model, opt.get(), run.config, run.step);
-    const std::string poisoned = read_file(bad / "model.safetensors");
-
+    const std::string poisoned = poisoned_copy(bad, [](models::SequenceModel& m) {
+      m.dense->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    });
     TrainOptions r = o;
-    r.run.steps = 40;
     r.out_dir = bad.path.string();
-    r.resume = bad / "model.safetensors";
-    std::string msg;
-    try {
-      (void)train::train(r);
-    } catch (const NonFiniteError& e) {
-      msg = e.what();
-    }
+    const std::string msg = failure_of(r, bad / "model.safetensors");
     INFO("message: ", msg);
     CHECK(msg.rfind("step 21: the loss is ", 0) == 0);
     CHECK(contains(msg, "parameter 'dense.weight'"));
@@ -366,24 +371,12 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
     // ReLU maps NaN to 0 here (PyTorch would propagate it), so the loss stays finite and the
     // NaN only shows in other parameters' gradients; the message names the poisoned one too.
     TempDir bad;
-    LoadedRun run = load_model_checkpoint(model_path);
-    Tensor w = run.model->blks[0]->ffn->dense1->weight;
-    w.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
-    auto opt = make_optimizer(run.config, run.model->named_parameters());
-    load_optimizer_state(model_path, run.step, *opt);
-    save_checkpoint(bad / "model.safetensors", *run.model, opt.get(), run.config, run.step);
-    const std::string poisoned = read_file(bad / "model.safetensors");
-
+    const std::string poisoned = poisoned_copy(bad, [](models::SequenceModel& m) {
+      m.blks[0]->ffn->dense1->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    });
     TrainOptions r = o;
-    r.run.steps = 40;
     r.out_dir = bad.path.string();
-    r.resume = bad / "model.safetensors";
-    std::string msg;
-    try {
-      (void)train::train(r);
-    } catch (const NonFiniteError& e) {
-      msg = e.what();
-    }
+    const std::string msg = failure_of(r, bad / "model.safetensors");
     INFO("message: ", msg);
     CHECK(msg.rfind("step 21:", 0) == 0);
     CHECK(contains(msg, "'blks.0.ffn.dense1.weight'"));
@@ -391,11 +384,9 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
   }
   SUBCASE("a poisoned parameter without clipping") {
     TempDir bad;
-    LoadedRun run = load_model_checkpoint(model_path);
-    run.model->dense->bias.data<float>()[0] = std::numeric_limits<float>::infinity();
-    auto opt = make_optimizer(run.config, run.model->named_parameters());
-    load_optimizer_state(model_path, run.step, *opt);
-    save_checkpoint(bad / "model.safetensors", *run.model, opt.get(), run.config, run.step);
+    (void)poisoned_copy(bad, [](models::SequenceModel& m) {
+      m.dense->bias.data<float>()[0] = std::numeric_limits<float>::infinity();
+    });
     TrainOptions r = o;
     r.run.steps = 40;
     r.run.clip = 0;
