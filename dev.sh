@@ -2,7 +2,9 @@
 # dev.sh - the project's front door.
 #   ./dev.sh deps            install missing Debian packages (apt-get update only if needed)
 #   ./dev.sh build           CMake Release build into build/ (-j2)
-#   ./dev.sh test [--sanitize]  deps + build + the whole suite through ctest
+#   ./dev.sh test [--fast]   deps + build + the whole suite through ctest (--fast: without the
+#                            tests labelled slow, e.g. the ten-kill SIGKILL test)
+#   ./dev.sh test --sanitize the suite under ASan + UBSan (without the slow and install tests)
 #   ./dev.sh train [ARGS]    deps + build + the default training run (extra ARGS go to headgrad train)
 #   ./dev.sh bench [ARGS]    deps + build + the benchmark
 #   ./dev.sh fuzz [SECONDS]  clang + libFuzzer: fuzz the safetensors reader for SECONDS (default 60)
@@ -53,9 +55,14 @@ case "$cmd" in
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --test-dir build-sanitize --output-on-failure -j"$JOBS" -LE "install|slow" "$@"
     else
+      skip=()
+      if [ "${1:-}" = "--fast" ]; then
+        shift
+        skip=(-LE slow)
+      fi
       deps
       build build
-      ctest --test-dir build --output-on-failure -j"$JOBS" "$@"
+      ctest --test-dir build --output-on-failure -j"$JOBS" "${skip[@]}" "$@"
     fi
     ;;
   train)
@@ -98,7 +105,7 @@ case "$cmd" in
       build-fuzz/corpus
     ;;
   help|-h|--help)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
     ;;
   *)
     log "unknown command '$cmd' (try ./dev.sh help)"

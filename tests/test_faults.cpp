@@ -74,7 +74,9 @@ bool poll_until(pid_t pid, double timeout_s, F done) {
 
 } // namespace
 
-TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint, and stale temporaries are cleaned") {
+// Label "slow" (ten kills, ~10 s): ./dev.sh test --fast skips it; ./dev.sh test and .ci/run run it.
+TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint and stale temporaries get cleaned" *
+          doctest::test_suite("slow")) {
   TempDir dir;
   const fs::path out = dir.path / "run";
   const fs::path logs = dir.path / "logs";

@@ -1,7 +1,8 @@
 // gradcheck_models.cpp - gradient-check rows for the attention stack, the layers and the whole
 // reference model, one function per group: masked softmax (every mask form), head reshapes,
 // dot-product attention, multi-head attention in both constructor signatures - d2l's and the
-// PyTorch-style (embed_dim, num_heads) - w.r.t. queries, keys, values and every weight; linear,
+// PyTorch-style (embed_dim, num_heads) - w.r.t. queries, keys, values and every weight; the fused
+// attention op with every mask form; linear,
 // layer norm, dropout, cross-entropy; and the encoder model w.r.t. every parameter.
 #include <fmt/format.h>
 
@@ -156,6 +157,41 @@ void multi_head_attention_rows(std::vector<GradcheckCase>& cases) {
       [](models::MultiHeadAttention& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
 }
 
+// The fused attention op (ops::attention, ops::self_attention) w.r.t. q, k, v, with every mask
+// form: lengths with a zero-length row, per-query lengths, causal, a boolean keep mask.
+void fused_attention_rows(std::vector<GradcheckCase>& cases) {
+  auto lens = [](std::vector<std::int64_t> v, Dims shape) {
+    ops::AttentionMask m;
+    m.valid_lens = ints(std::move(v), shape);
+    return m;
+  };
+  cases.push_back(row(kAttention, "attention with lens [B], a zero length", "q [2, 3, 4], k, v [2, 5, 4], heads 2",
+                      [] { return std::vector{randn({2, 3, 4}, 90), randn({2, 5, 4}, 91), randn({2, 5, 4}, 92)}; },
+                      [lens](const std::vector<Tensor>& x) {
+                        return ops::attention(x[0], x[1], x[2], 2, lens({4, 0}, {2}));
+                      }));
+  cases.push_back(row(kAttention, "attention with lens [B, Tq]", "q [2, 3, 6], k, v [2, 4, 6], heads 3",
+                      [] { return std::vector{randn({2, 3, 6}, 93), randn({2, 4, 6}, 94), randn({2, 4, 6}, 95)}; },
+                      [lens](const std::vector<Tensor>& x) {
+                        return ops::attention(x[0], x[1], x[2], 3, lens({1, 4, 2, 3, 0, 4}, {2, 3}));
+                      }));
+  cases.push_back(row(kAttention, "attention causal, with a keep mask", "q, k, v [1, 4, 4], heads 2",
+                      [] { return std::vector{randn({1, 4, 4}, 96), randn({1, 4, 4}, 97), randn({1, 4, 4}, 98)}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::AttentionMask m;
+                        m.causal = true;
+                        m.keep = Tensor::from({1, 0, 1, 1}, {1, 4}, DType::bool8);
+                        return ops::attention(x[0], x[1], x[2], 2, m);
+                      }));
+  cases.push_back(row(kAttention, "self_attention (packed qkv), causal", "qkv [2, 3, 12], heads 2",
+                      [] { return std::vector{randn({2, 3, 12}, 99)}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::AttentionMask m;
+                        m.causal = true;
+                        return ops::self_attention(x[0], 2, m);
+                      }));
+}
+
 // Linear, layer norm, dropout, cross-entropy, the FFN and an encoder block.
 void layer_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "linear with bias", "x [2, 3, 4], W [5, 4], b [5]",
@@ -173,11 +209,18 @@ void layer_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "layer_norm, one row of 2", "x [1, 2]",
                       [] { return std::vector{randn({1, 2}, 43), randn({2}, 44), randn({2}, 45)}; },
                       [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], x[1], x[2]); }));
-  cases.push_back(row(kLayers, "dropout (fixed mask, p 0.25)", "x [3, 4]",
+  cases.push_back(row(kLayers, "dropout_with_mask (fixed mask, p 0.25)", "x [3, 4]",
                       [] { return std::vector{randn({3, 4}, 50)}; },
                       [](const std::vector<Tensor>& x) {
                         Tensor mask = Tensor::from({1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1}, {3, 4}, x[0].dtype());
                         return ops::dropout_with_mask(x[0], mask, 0.25);
+                      }));
+  // dropout draws its mask from the generator: a fresh generator of one seed per call gives the
+  // same mask to every evaluation of the difference quotient
+  cases.push_back(row(kLayers, "dropout (seeded mask, p 0.5)", "x [4, 5]", [] { return std::vector{randn({4, 5}, 51)}; },
+                      [](const std::vector<Tensor>& x) {
+                        Generator g(52);
+                        return ops::dropout(x[0], 0.5, /*training=*/true, g);
                       }));
   cases.push_back(row(kLayers, "cross_entropy with mask", "logits [2, 3, 5], targets [2, 3]",
                       [] {
@@ -220,6 +263,15 @@ void model_rows(std::vector<GradcheckCase>& cases) {
                              make_model, [](models::SequenceModel& m, const std::vector<Tensor>&) {
                                return m.forward(ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 0}, {2, 5}), ints({5, 3}, {2}));
                              }));
+  cases.push_back(module_row(kModel, "SequenceModel logits, composed attention", "tokens [2, 5], d 4, 2 layers", {},
+                             [make_model] {
+                               auto m = make_model();
+                               for (auto& blk : m->blks) blk->attention->path = models::AttentionPath::composed;
+                               return m;
+                             },
+                             [](models::SequenceModel& m, const std::vector<Tensor>&) {
+                               return m.forward(ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 0}, {2, 5}), ints({5, 3}, {2}));
+                             }));
   cases.push_back(module_row(kModel, "SequenceModel masked loss", "tokens [2, 5] -> scalar", {}, make_model,
                              [](models::SequenceModel& m, const std::vector<Tensor>&) {
                                Tensor lens = ints({5, 3}, {2});
@@ -237,6 +289,7 @@ std::vector<GradcheckCase> model_gradcheck_cases() {
   head_reshape_rows(cases);
   dot_product_attention_rows(cases);
   multi_head_attention_rows(cases);
+  fused_attention_rows(cases);
   layer_rows(cases);
   model_rows(cases);
   return cases;
