@@ -36,16 +36,18 @@ struct Phases {
 // steps them: batch `step - 1` of the run, the scheduled learning rate, train::train_step.
 class Stepper {
 public:
-  explicit Stepper(const train::RunConfig& cfg)
+  Stepper(const train::RunConfig& cfg, int threads)
       : cfg_(cfg), task_(cfg.task_config()), model_(cfg.model_config(), cfg.seed),
-        optimizer_(train::make_optimizer(cfg, model_.named_parameters())), schedule_(train::lr_schedule(cfg)) {}
+        optimizer_(train::make_optimizer(cfg, model_.named_parameters())),
+        workers_(train::workers_for(model_, threads, cfg.seed)), schedule_(train::lr_schedule(cfg)) {}
 
   // Returns the step's loss.
   double step(std::int64_t step, Phases* ph = nullptr) {
     const double t0 = ph ? now_seconds() : 0;
     const data::Batch batch = data::make_batch(task_, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
     if (ph) ph->batch += now_seconds() - t0;
-    return train::train_step(model_, *optimizer_, batch, {step, schedule_.at(step), cfg_.clip}, ph ? &ph->step : nullptr)
+    return train::train_step(model_, *optimizer_, batch, {step, schedule_.at(step), cfg_.clip}, ph ? &ph->step : nullptr,
+                             workers_.get())
         .loss;
   }
 
@@ -56,6 +58,7 @@ private:
   const data::TaskConfig task_;
   models::SequenceModel model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<train::ThreadReplicas> workers_;
   const optim::LrSchedule schedule_;
 };
 
@@ -115,7 +118,7 @@ json throughput(const json& spec) {
   const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t warm = spec.at("warmup_steps"), windows = spec.at("windows"), per = spec.at("window_steps"),
                      prof_steps = spec.at("profile_steps");
-  Stepper stepper(cfg);
+  Stepper stepper(cfg, spec.at("threads").get<int>());
   std::int64_t s = 0;
   const double first_loss = stepper.step(++s);
   while (s < warm) stepper.step(++s);
@@ -149,7 +152,7 @@ json time_to_accuracy(const json& spec) {
   const std::int64_t eval_every = spec.at("eval_every"), max_steps = spec.at("max_steps");
   const double target = spec.at("target");
   const data::Batch eval_set = data::make_eval_set(cfg.task_config(), spec.at("eval_count"));
-  Stepper stepper(cfg);
+  Stepper stepper(cfg, spec.at("threads").get<int>());
   double train_seconds = 0;
   const double wall0 = now_seconds();
   json curve = json::array();
@@ -178,7 +181,7 @@ json time_to_accuracy(const json& spec) {
 json soak(const json& spec) {
   const train::RunConfig cfg = config_from_spec(spec).run;
   const std::int64_t steps = spec.at("soak_steps"), base_step = spec.at("soak_baseline_step");
-  Stepper stepper(cfg);
+  Stepper stepper(cfg, spec.at("threads").get<int>());
   json r;
   auto snapshot = [&](std::int64_t step) {
     const AllocatorStats a = allocator_stats();

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 
 namespace headgrad {
 namespace {
 
 bool g_profiler = false;
+std::thread::id g_profiled_thread; // the thread that enabled the profiler: the one timed
 std::map<std::string, OpProfile> g_profile;
 thread_local int t_running = 0; // timers alive on this thread
 
@@ -17,7 +19,10 @@ double now_seconds() {
 
 } // namespace
 
-void profiler_enable(bool on) { g_profiler = on; }
+void profiler_enable(bool on) {
+  g_profiler = on;
+  g_profiled_thread = std::this_thread::get_id();
+}
 void profiler_reset() { g_profile.clear(); }
 
 std::vector<OpProfile> profiler_report() {
@@ -27,7 +32,9 @@ std::vector<OpProfile> profiler_report() {
 }
 
 OpTimer::OpTimer(const char* name, bool backward)
-    : name_(name), backward_(backward), counts_(g_profiler && t_running == 0), start_(counts_ ? now_seconds() : 0.0) {
+    : name_(name), backward_(backward),
+      counts_(g_profiler && t_running == 0 && std::this_thread::get_id() == g_profiled_thread),
+      start_(counts_ ? now_seconds() : 0.0) {
   ++t_running;
 }
 

@@ -2,7 +2,8 @@
 // Off unless enabled: a disabled timer costs one branch. Ops time their forward with OpTimer;
 // the autograd engine times each node's backward. Only the outermost running timer counts, so
 // an op that calls other ops (linear calling contiguous(), a backward built from ops) is
-// charged once, under its own name.
+// charged once, under its own name. Only the thread that enabled the profiler is timed (with the
+// batch split over threads, that is the first thread's share of the step).
 #pragma once
 #include <cstdint>
 #include <vector>

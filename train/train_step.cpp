@@ -2,11 +2,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
+#include <exception>
 #include <fmt/format.h>
+#include <omp.h>
 #include <string>
 #include <vector>
 
 #include "framework/ops/nn_ops.hpp"
+#include "framework/ops/ops.hpp"
 
 namespace headgrad::train {
 namespace {
@@ -39,17 +43,70 @@ std::string first_nonfinite_param(const nn::NamedTensors& params) {
   return "";
 }
 
-// Forward and the masked loss; throws if the loss is not finite.
-double forward_loss(models::SequenceModel& model, const nn::NamedTensors& params, const data::Batch& batch,
-                    std::int64_t step, Tensor& loss) {
+// Throws NonFiniteError for a loss that is not finite, naming the parameter likely behind it.
+void check_loss(double value, const nn::NamedTensors& params, std::int64_t step) {
+  if (std::isfinite(value)) return;
+  const std::string bad = first_nonfinite_param(params);
+  throw NonFiniteError(fmt::format("step {}: the loss is {} (first non-finite tensor: {}); training stopped", step,
+                                   value, bad.empty() ? "the loss itself" : "parameter '" + bad + "'"));
+}
+
+// The masked mean cross-entropy of `model` on `batch`, times `weight`: the graph's root.
+Tensor weighted_loss(models::SequenceModel& model, const data::Batch& batch, double weight) {
   Tensor logits = model.forward(batch.tokens, batch.valid_lens); // (B, T, V)
-  loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, batch.tokens.shape()[1]));
+  Tensor loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, batch.tokens.shape()[1]));
+  return weight == 1.0 ? loss : loss * weight;
+}
+
+// Forward and backward over the whole batch on this thread; returns the loss.
+double loss_and_gradients(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
+                          std::int64_t step, StepPhases* phases) {
+  const double t0 = phases ? now() : 0;
+  const Tensor loss = weighted_loss(model, batch, 1.0);
   const double value = loss.item();
-  if (!std::isfinite(value)) {
-    const std::string bad = first_nonfinite_param(params);
-    throw NonFiniteError(fmt::format("step {}: the loss is {} (first non-finite tensor: {}); training stopped", step,
-                                     value, bad.empty() ? "the loss itself" : "parameter '" + bad + "'"));
+  check_loss(value, optimizer.params(), step);
+  const double t1 = phases ? now() : 0;
+  optimizer.zero_grad();
+  loss.backward();
+  if (phases) {
+    phases->forward += t1 - t0;
+    phases->backward += now() - t1;
   }
+  return value;
+}
+
+// The same with the batch's rows split over the workers, one thread each: worker i takes rows
+// [B i / n, B (i + 1) / n) and weights its mean loss by its share of the valid positions, so the
+// weighted losses add up to the batch's mean and their gradients to the batch's gradient.
+double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, const data::Batch& batch,
+                          std::int64_t step, StepPhases* phases) {
+  const std::int64_t B = batch.tokens.shape()[0];
+  const int n = static_cast<int>(std::min<std::int64_t>(workers.count(), B));
+  std::vector<double> losses(static_cast<std::size_t>(n), 0.0);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+  optimizer.zero_grad();
+  workers.follow_mode();
+  const double t0 = phases ? now() : 0;
+#pragma omp parallel num_threads(n)
+  {
+    const int i = omp_get_thread_num();
+    try {
+      const data::Batch rows = data::slice_batch(batch, B * i / n, B * (i + 1) / n - B * i / n);
+      const double share = static_cast<double>(rows.valid_tokens) / static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
+      const Tensor loss = weighted_loss(workers.worker(i), rows, share);
+      losses[static_cast<std::size_t>(i)] = loss.item();
+      loss.backward();
+    } catch (...) {
+      errors[static_cast<std::size_t>(i)] = std::current_exception();
+    }
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  workers.add_gradients_to_model();
+  if (phases) phases->backward += now() - t0; // forward and backward overlap across the workers
+  double value = 0;
+  for (double l : losses) value += l;
+  check_loss(value, optimizer.params(), step);
   return value;
 }
 
@@ -77,22 +134,13 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
 } // namespace
 
 StepResult train_step(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
-                      const StepSettings& s, StepPhases* phases) {
+                      const StepSettings& s, StepPhases* phases, ThreadReplicas* replicas) {
   const nn::NamedTensors& params = optimizer.params();
   optimizer.set_lr(s.lr);
   StepResult r;
-  const double t0 = phases ? now() : 0;
-  {
-    Tensor loss;
-    r.loss = forward_loss(model, params, batch, s.step, loss);
-    const double t1 = phases ? now() : 0;
-    optimizer.zero_grad();
-    loss.backward();
-    if (phases) {
-      phases->forward += t1 - t0;
-      phases->backward += now() - t1;
-    }
-  } // the loss and the logits go before the update: their memory is free for it
+  // (the loss and the logits are gone before the update: their memory is free for it)
+  r.loss = replicas && replicas->count() > 1 ? loss_and_gradients(*replicas, optimizer, batch, s.step, phases)
+                                             : loss_and_gradients(model, optimizer, batch, s.step, phases);
   const double t2 = phases ? now() : 0;
   r.grad_norm = clip_and_check(params, s.clip, s.step);
   const double t3 = phases ? now() : 0;

@@ -8,6 +8,7 @@
 #include "data/tasks.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "models/transformer.hpp"
+#include "train/thread_replicas.hpp"
 
 namespace headgrad::train {
 
@@ -33,11 +34,15 @@ struct StepPhases {
   double forward = 0, backward = 0, clip = 0, optimizer = 0;
 };
 
-// `optimizer` updates `model`'s parameters (as make_optimizer builds it). Throws NonFiniteError:
+// `optimizer` updates `model`'s parameters (as make_optimizer builds it). With `replicas` (model's,
+// more than one worker) the batch's rows are split over them, each worker runs forward and
+// backward on its rows on a thread of its own, every loss weighted by its share of the batch's
+// valid positions (so the gradients add up to the whole batch's), and the replicas' gradients
+// are added to the model's before clipping. Throws NonFiniteError:
 //   "step 21: the loss is nan (first non-finite tensor: parameter 'dense.weight'); training stopped"
 //   "step 21: the gradient of 'x' is not finite (parameter 'y' itself is not finite); training
 //    stopped before the update"
 StepResult train_step(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
-                      const StepSettings& settings, StepPhases* phases = nullptr);
+                      const StepSettings& settings, StepPhases* phases = nullptr, ThreadReplicas* replicas = nullptr);
 
 } // namespace headgrad::train

@@ -56,7 +56,8 @@ void check_resumable(const RunConfig& run, const RunConfig& checkpoint, const st
 struct Trainee {
   std::unique_ptr<models::SequenceModel> model;
   std::unique_ptr<optim::Optimizer> optimizer;
-  std::int64_t start = 0; // steps done before this invocation
+  std::unique_ptr<ThreadReplicas> workers; // threads > 1: the batch's rows split over threads
+  std::int64_t start = 0;                  // steps done before this invocation
 };
 
 Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed) {
@@ -70,6 +71,7 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed) {
   }
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
   if (resumed) load_optimizer_state(o.resume, t.start, *t.optimizer);
+  t.workers = workers_for(*t.model, o.threads, o.run.seed);
   return t;
 }
 
@@ -112,7 +114,7 @@ private:
     const double lr = schedule_.at(s);
     StepResult r;
     try {
-      r = train_step(*t_.model, *t_.optimizer, batch, {s, lr, cfg_.clip});
+      r = train_step(*t_.model, *t_.optimizer, batch, {s, lr, cfg_.clip}, nullptr, t_.workers.get());
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(fmt::format("{}, the last checkpoint {} is intact", e.what(), last_checkpoint()));
     }

@@ -40,6 +40,10 @@ public:
   // source's values. Both modules must have the same parameter names, shapes and dtypes (as two
   // instances of one model do); std::invalid_argument otherwise.
   void share_parameters(const Module& source);
+  // Adds `other`'s parameter gradients into this module's (same names, shapes, dtypes, as for
+  // share_parameters) and clears other's: how replicas' gradients come back to the model. A
+  // gradient this module does not have yet is taken over without a copy.
+  void take_gradients_from(Module& other);
 
 protected:
   // Registers a parameter (a leaf that requires grad) and returns the same handle.

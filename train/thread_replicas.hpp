@@ -1,0 +1,40 @@
+// thread_replicas.hpp - data parallelism over the threads of one process. A small model's step is
+// ~50 ops of a few tens of microseconds each; handing every op to two threads costs about as much
+// as it saves. Instead each thread runs the whole forward and backward on its own rows of the
+// batch, with every op on one thread, and the gradients are added up once at the end (the design
+// of data-parallel training - PyTorch DDP, Li et al. 2020 - inside one process, with shared
+// parameter memory instead of an all-reduce).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "models/transformer.hpp"
+
+namespace headgrad::train {
+
+class ThreadReplicas {
+public:
+  // `threads` >= 1 workers for `model`: worker 0 is the model itself, each other one a replica that
+  // reads the model's parameter values (so it sees every update) and has gradients of its own.
+  // The replicas' dropout draws its own masks (seeded from `seed`).
+  ThreadReplicas(models::SequenceModel& model, int threads, std::uint64_t seed);
+
+  int count() const { return static_cast<int>(replicas_.size()) + 1; }
+  models::SequenceModel& worker(int i) { return i == 0 ? model_ : *replicas_[static_cast<std::size_t>(i - 1)]; }
+
+  // Puts every replica in the model's train/eval mode.
+  void follow_mode();
+  // The model's gradients += every replica's, in worker order (deterministic); the replicas'
+  // gradients are dropped.
+  void add_gradients_to_model();
+
+private:
+  models::SequenceModel& model_;
+  std::vector<std::unique_ptr<models::SequenceModel>> replicas_;
+};
+
+// The workers a run with `threads` threads trains with: none (null: every op may use the threads
+// itself) for one thread, else one per thread. The trainer and the benchmark both ask here.
+std::unique_ptr<ThreadReplicas> workers_for(models::SequenceModel& model, int threads, std::uint64_t seed);
+
+} // namespace headgrad::train
