@@ -31,7 +31,9 @@ void read_value(const std::map<std::string, std::string>& meta, const std::strin
 
 std::map<std::string, std::string> run_metadata(const RunConfig& c, std::int64_t step) {
   std::map<std::string, std::string> meta = {{"format", kFormat}, {"step", std::to_string(step)}};
-  visit_run_fields([&](const FieldInfo& f, auto member) { meta[metadata_key(f)] = to_text(c.*member); });
+  visit_run_fields([&](const FieldInfo& f, auto member) {
+    if (stored_in_checkpoint(f.role)) meta[metadata_key(f)] = to_text(c.*member);
+  });
   return meta;
 }
 
@@ -40,7 +42,9 @@ RunConfig run_config_from_metadata(const std::map<std::string, std::string>& m, 
   if (get(m, "format", src) != kFormat)
     throw std::invalid_argument(fmt::format("{}: unknown checkpoint format '{}'", src, get(m, "format", src)));
   RunConfig c;
-  visit_run_fields([&](const FieldInfo& f, auto member) { read_value(m, metadata_key(f), src, c.*member); });
+  visit_run_fields([&](const FieldInfo& f, auto member) {
+    if (stored_in_checkpoint(f.role)) read_value(m, metadata_key(f), src, c.*member);
+  });
   read_value(m, "step", src, step);
   try {
     c.model_config().validate();

@@ -33,6 +33,7 @@ models::ModelConfig RunConfig::model_config() const {
   m.ffn = ffn;
   m.max_len = max_len;
   m.dropout = dropout;
+  m.attention = attention == "composed" ? models::AttentionPath::composed : models::AttentionPath::fused;
   return m;
 }
 

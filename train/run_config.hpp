@@ -27,6 +27,7 @@ struct RunConfig {
   std::string schedule = "cosine"; // constant | cosine
   double clip = 1.0, dropout = 0.0;
   std::uint64_t seed = 0;
+  std::string attention = "fused"; // fused | composed (models::AttentionPath)
 
   models::ModelConfig model_config() const;
   data::TaskConfig task_config() const;
@@ -40,8 +41,11 @@ enum class Role {
   shape,   // the task and the sizes of the model and its batches: must match the checkpoint's
   fixed,   // a training setting the checkpoint fixes (seed, optimizer kind, dropout): must match
   tunable, // an optimiser setting: a value given on resume replaces the checkpoint's
+  compute, // how a step is computed (same parameters, same results up to rounding): not stored in
+           // checkpoints; a run, resumed or not, takes it from its flags
 };
-inline bool must_match_on_resume(Role role) { return role != Role::tunable; }
+inline bool must_match_on_resume(Role role) { return role == Role::shape || role == Role::fixed; }
+inline bool stored_in_checkpoint(Role role) { return role != Role::compute; }
 
 // The valid values of a field; `note` follows the rule in its error message.
 struct Rule {
@@ -99,6 +103,9 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
         &R::clip);
   visit(FieldInfo{"dropout", "dropout probability", Role::fixed, fraction()}, &R::dropout);
   visit(FieldInfo{"seed", "seed for initialisation and batches", Role::fixed, at_least(0)}, &R::seed);
+  visit(FieldInfo{"attention", "fused (one op per layer) or composed (d2l's ops one by one; same results up to rounding)",
+                  Role::compute, one_of({"fused", "composed"})},
+        &R::attention);
 }
 
 // A field's value as text (the checkpoint metadata, --help defaults, messages) and back. Reals

@@ -72,7 +72,8 @@ train::RunConfig resumed_run_config(const Args& args, const train::RunConfig& fr
                                  c.run_value, c.checkpoint_value, path));
   train::RunConfig c = checkpoint.config;
   train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
-    if (f.role == train::Role::tunable && args.given(f.flag)) c.*member = from_flags.*member;
+    if ((f.role == train::Role::tunable && args.given(f.flag)) || f.role == train::Role::compute)
+      c.*member = from_flags.*member;
   });
   if (c.steps <= checkpoint.step)
     throw CliError(fmt::format("--steps {} is not beyond the checkpoint's step {}; ask for more steps to resume",
