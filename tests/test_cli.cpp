@@ -118,7 +118,7 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
       {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"attention", "fused"},
       {"threads", cores},
-      {"eval-every", "*"},      {"save-every", "0"},     {"out", ""},             {"resume", ""},
+      {"eval-every", "*"},      {"eval-count", "1000"},  {"save-every", "0"},     {"out", ""},             {"resume", ""},
       {"json", ""},             {"profile", ""},         {"quiet", ""}};
   const auto lines = lines_of(r.out);
   std::size_t flag_lines = 0;

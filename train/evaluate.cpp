@@ -1,5 +1,7 @@
 #include "train/evaluate.hpp"
 
+#include <algorithm>
+
 #include "framework/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
 
@@ -12,7 +14,10 @@ EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set) {
   data::Accuracy acc;
   double loss_sum = 0;
   std::int64_t loss_tokens = 0;
-  const std::int64_t n = eval_set.tokens.shape()[0], chunk = 250;
+  // Fixed-size chunks of about kEvalChunkTokens positions: memory independent of the set's size
+  // (at T = 2048 a chunk is 8 sequences, at T = 16 the whole default set of 1000).
+  const std::int64_t n = eval_set.tokens.shape()[0], T = std::max<std::int64_t>(eval_set.tokens.shape()[1], 1);
+  const std::int64_t chunk = std::max<std::int64_t>(1, kEvalChunkTokens / T);
   for (std::int64_t s = 0; s < n; s += chunk) {
     data::Batch b = data::slice_batch(eval_set, s, chunk);
     Tensor logits = model.forward(b.tokens, b.valid_lens);

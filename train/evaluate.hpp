@@ -10,8 +10,12 @@ struct EvalResult {
   double loss = 0, token_acc = 0, seq_acc = 0;
 };
 
+// How many positions (sequences x padded length) evaluate() runs through the model at once.
+inline constexpr std::int64_t kEvalChunkTokens = 16384;
+
 // Mean masked cross-entropy per valid token, token and sequence accuracy of greedy predictions;
-// in eval mode (no dropout) and without a graph. The model's train/eval mode is restored.
+// in eval mode (no dropout) and without a graph, in chunks of about kEvalChunkTokens positions.
+// The model's train/eval mode is restored.
 EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set);
 
 } // namespace headgrad::train

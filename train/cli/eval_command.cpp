@@ -14,7 +14,8 @@ namespace headgrad::cli {
 
 int eval_command(int argc, char** argv) {
   Args args("eval", {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train", "FILE"},
-                     {"count", Kind::integer, "1000", "held-out sequences to score"},
+                     {"eval-count", Kind::integer, "1000", "held-out sequences to score (as train's --eval-count)"},
+                     {"count", Kind::integer, "", "the same as --eval-count (its older name)"},
                      {"examples", Kind::integer, "5", "examples to print"},
                      {"threads", Kind::integer, std::to_string(runtime::available_cores()), "threads"}});
   args.parse(argc, argv, 2);
@@ -23,7 +24,7 @@ int eval_command(int argc, char** argv) {
     return 0;
   }
   if (args.text("checkpoint").empty()) throw CliError("--checkpoint FILE is required");
-  const std::int64_t count = args.integer_at_least("count", 1);
+  const std::int64_t count = args.integer_at_least(args.given("count") ? "count" : "eval-count", 1);
   const std::int64_t examples = args.integer_at_least("examples", 0);
   runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
   train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));

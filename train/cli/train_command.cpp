@@ -24,6 +24,7 @@ std::vector<FlagSpec> train_flags() {
   flags.insert(flags.end(), {
       {"threads", Kind::integer, cores, "threads for all compute (OpenMP; gemms are split over them)"},
       {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
+      {"eval-count", Kind::integer, "1000", "held-out sequences to evaluate on"},
       {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
       {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
       {"resume", Kind::text, "", "continue from this model.safetensors (its optimizer.safetensors beside it)", "CKPT"},
@@ -56,6 +57,7 @@ TrainRequest train_request(const Args& args) {
   o.run = run_config_from_flags(args, RunFields::all);
   o.threads = static_cast<int>(args.integer_at_least("threads", 1));
   o.eval_every = args.integer_at_least("eval-every", 0);
+  o.eval_count = args.integer_at_least("eval-count", 1);
   o.save_every = args.integer_at_least("save-every", 0);
   o.json = args.flag("json");
   o.profile = args.flag("profile");
