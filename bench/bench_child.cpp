@@ -143,7 +143,8 @@ json throughput(const json& spec) {
                     {"system_allocs", a.system_allocs},
                     {"cache_hits", a.cache_hits}};
   if (prof_steps > 0) r["profile"] = profile_json(stepper, s, prof_steps);
-  r["sgemm"] = sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>()));
+  if (spec.at("sgemm_seconds").get<double>() > 0)
+    r["sgemm"] = sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>()));
   return r;
 }
 

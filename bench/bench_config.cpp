@@ -34,10 +34,22 @@ BenchConfig large_config(const train::RunConfig& settings) {
   return {"large", with_shape(settings, shape)};
 }
 
+BenchConfig long_config(const train::RunConfig& settings) {
+  train::RunConfig shape;
+  shape.batch = 2;
+  shape.min_len = 2048;
+  shape.max_len = 2048;
+  shape.d_model = 256;
+  shape.heads = 8;
+  shape.ffn = 1024;
+  return {"long", with_shape(settings, shape)};
+}
+
 BenchConfig config_by_name(const std::string& name, const train::RunConfig& settings) {
   if (name == "small") return small_config(settings);
   if (name == "large") return large_config(settings);
-  throw std::invalid_argument(fmt::format("unknown configuration '{}' (small or large)", name));
+  if (name == "long") return long_config(settings);
+  throw std::invalid_argument(fmt::format("unknown configuration '{}' (small, large or long)", name));
 }
 
 std::string settings_summary(const train::RunConfig& c) {

@@ -74,7 +74,23 @@ json describe_run(const BenchOptions& o, const Runner& runner) {
   return result;
 }
 
-// Throughput of one configuration, both sides, into result["configs"][name].
+// Timing of a configuration: heavy steps (the long config's ~90 GFLOP) get fewer of them.
+json throughput_spec(const BenchOptions& o, const BenchConfig& c, bool with_profile) {
+  const bool heavy = step_flops(c.run) > 2e10;
+  return {{"mode", "throughput"},
+          {"config", config_json(c)},
+          {"train", settings_json(c.run)},
+          {"warmup_steps", heavy ? 1 : o.warmup_steps},
+          {"windows", heavy ? std::min<std::int64_t>(o.windows, 3) : o.windows},
+          {"window_steps", heavy ? 1 : o.window_steps},
+          {"profile_steps", with_profile ? (heavy ? std::min<std::int64_t>(o.profile_steps, 1) : o.profile_steps) : 0},
+          {"sgemm_seconds", with_profile ? o.sgemm_seconds : 0.0},
+          {"step_flops", step_flops(c.run)}};
+}
+
+// Throughput of one configuration into result["configs"][name]: both sides at --threads threads
+// ("headgrad", "torch", with headgrad's profile and the sgemm limit) and at one thread
+// ("headgrad_1", "torch_1"), so each side can be compared at its best thread count.
 void measure_throughput(const BenchOptions& o, Runner& runner, const BenchConfig& c, json& result) {
   // The FLOP formula and the gemm list the sgemm limit is measured on must describe the same step.
   double listed = 0;
@@ -82,25 +98,28 @@ void measure_throughput(const BenchOptions& o, Runner& runner, const BenchConfig
   if (std::abs(listed - step_flops(c.run)) > 1e-9 * listed)
     throw std::logic_error(
         fmt::format("FLOP model mismatch for {}: formula {} vs gemm list {}", c.name, step_flops(c.run), listed));
-  const std::int64_t batches = o.warmup_steps + o.windows * o.window_steps;
+  const json spec = throughput_spec(o, c, true);
+  const std::int64_t batches = spec["warmup_steps"].get<std::int64_t>() +
+                               spec["windows"].get<std::int64_t>() * spec["window_steps"].get<std::int64_t>() +
+                               spec["profile_steps"].get<std::int64_t>();
   fmt::print(stderr, "bench: {} ({}): exporting weights and {} batches\n", c.name, c.str(), batches);
   export_inputs(runner.dir(), c.name, c.run, batches, 0);
-  const json spec = {{"mode", "throughput"},          {"config", config_json(c)},
-                     {"train", settings_json(c.run)}, {"warmup_steps", o.warmup_steps},
-                     {"windows", o.windows},          {"window_steps", o.window_steps},
-                     {"profile_steps", o.profile_steps}, {"sgemm_seconds", o.sgemm_seconds},
-                     {"step_flops", step_flops(c.run)}};
-  fmt::print(stderr, "bench: {}: timing headgrad{}\n", c.name, runner.torch() ? " and PyTorch" : "");
-  auto [hg, pt] = runner.run(spec, c.name, true);
   json& r = result["configs"][c.name];
   r["shape"] = config_json(c);
   r["flops_per_step"] = step_flops(c.run);
+  fmt::print(stderr, "bench: {}: timing headgrad{} at {} threads\n", c.name, runner.torch() ? " and PyTorch" : "",
+             o.threads);
+  auto [hg, pt] = runner.run(spec, c.name, true);
   r["headgrad"] = hg;
   r["torch"] = runner.torch() ? pt : json(nullptr);
-  r["ratio"] = {{"tokens_per_s", num(hg, "tokens_per_s") / num(pt, "tokens_per_s")},
-                {"peak_rss", num(hg, "peak_rss_kib") / num(pt, "peak_rss_kib")}};
-  if (has(hg, "error")) fmt::print(stderr, "bench: {}: headgrad failed: {}\n", c.name, hg["error"].get<std::string>());
-  if (has(pt, "error")) fmt::print(stderr, "bench: {}: PyTorch failed: {}\n", c.name, pt["error"].get<std::string>());
+  if (o.threads > 1) {
+    fmt::print(stderr, "bench: {}: timing both at 1 thread\n", c.name);
+    auto [hg1, pt1] = runner.run(throughput_spec(o, c, false), c.name + ".t1", true, 1, c.name);
+    r["headgrad_1"] = hg1;
+    r["torch_1"] = runner.torch() ? pt1 : json(nullptr);
+  }
+  for (const auto& [who, j] : {std::pair<const char*, const json*>{"headgrad", &r["headgrad"]}, {"PyTorch", &r["torch"]}})
+    if (has(*j, "error")) fmt::print(stderr, "bench: {}: {} failed: {}\n", c.name, who, (*j)["error"].get<std::string>());
   if (has(pt, "blas")) result["torch"]["blas"] = pt["blas"];
 }
 

@@ -28,7 +28,7 @@ json settings_source(const cli::Args& args) {
   return source;
 }
 
-// --configs small,large (or none)
+// --configs small,large,long (or none)
 std::vector<BenchConfig> configs_from(const std::string& list, const train::RunConfig& settings) {
   std::vector<BenchConfig> configs;
   std::stringstream ss(list);
@@ -49,8 +49,10 @@ std::vector<BenchConfig> configs_from(const std::string& list, const train::RunC
 std::vector<cli::FlagSpec> bench_flags() {
   const std::string cores = std::to_string(runtime::available_cores());
   std::vector<cli::FlagSpec> flags = {
-      {"threads", Kind::integer, cores, "threads for both sides (BLAS + OpenMP; torch.set_num_threads)"},
-      {"configs", Kind::text, "small,large", "configurations to time: small, large, both or none", "LIST"},
+      {"threads", Kind::integer, cores,
+       "threads for both sides (BLAS + OpenMP; torch.set_num_threads); throughput is also timed at 1 thread"},
+      {"configs", Kind::text, "small,large,long", "configurations to time: small, large, long (comma-separated) or none",
+       "LIST"},
       {"warmup-steps", Kind::integer, "10", "untimed steps before the timed windows"},
       {"windows", Kind::integer, "5", "timed windows; the median window gives ms/step"},
       {"window-steps", Kind::integer, "20", "steps per timed window"},

@@ -79,11 +79,14 @@ std::optional<std::string> Runner::torch_omp_wait_policy() const {
   return std::nullopt;
 }
 
-std::pair<json, json> Runner::run(json spec, const std::string& tag, bool with_torch) {
+std::pair<json, json> Runner::run(json spec, const std::string& tag, bool with_torch, int threads,
+                                  const std::string& inputs) {
   const fs::path dir = dir_, spec_path = dir / (tag + ".spec.json");
-  spec["threads"] = o_.threads;
-  spec["weights"] = (dir / (tag + ".weights.safetensors")).string();
-  spec["data"] = (dir / (tag + ".data.safetensors")).string();
+  const int n_threads = threads > 0 ? threads : o_.threads;
+  const std::string in = inputs.empty() ? tag : inputs;
+  spec["threads"] = n_threads;
+  spec["weights"] = (dir / (in + ".weights.safetensors")).string();
+  spec["data"] = (dir / (in + ".data.safetensors")).string();
   spec["result_headgrad"] = (dir / (tag + ".headgrad.json")).string();
   spec["result_torch"] = (dir / (tag + ".torch.json")).string();
   {
@@ -97,7 +100,7 @@ std::pair<json, json> Runner::run(json spec, const std::string& tag, bool with_t
   if (rc != 0 || !r) hg = {{"error", fmt::format("headgrad child exited with {}", rc)}};
   else hg = *r;
   if (with_torch && torch_) {
-    const std::string n = std::to_string(o_.threads);
+    const std::string n = std::to_string(n_threads);
     const int prc = run_process({o_.python, o_.torch_script, spec_path.string()},
                                 {{"OMP_NUM_THREADS", n},
                                  {"OPENBLAS_NUM_THREADS", n},

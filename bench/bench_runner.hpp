@@ -28,9 +28,12 @@ public:
   const nlohmann::json& torch_info() const { return torch_info_; }
   // "1.13.0", or "off (why)"
   std::string torch_summary() const;
-  // Runs the headgrad child and (if torch and with_torch) the PyTorch script on the spec; returns
-  // both results ({"error": ...} for a side that failed; null for PyTorch when it did not run).
-  std::pair<nlohmann::json, nlohmann::json> run(nlohmann::json spec, const std::string& tag, bool with_torch);
+  // Runs the headgrad child and (if torch and with_torch) the PyTorch script on the spec with
+  // `threads` threads each (0: --threads); returns both results ({"error": ...} for a side that
+  // failed; null for PyTorch when it did not run). The weights and batches are those exported as
+  // `inputs` (export_inputs's tag; "" = `tag`).
+  std::pair<nlohmann::json, nlohmann::json> run(nlohmann::json spec, const std::string& tag, bool with_torch,
+                                                int threads = 0, const std::string& inputs = "");
 
 private:
   std::optional<std::string> torch_omp_wait_policy() const;

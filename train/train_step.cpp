@@ -87,14 +87,17 @@ double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, 
   optimizer.zero_grad();
   workers.follow_mode();
   const double t0 = phases ? now() : 0;
+  double forward_done = t0; // on worker 0's clock: the phases are its timeline
 #pragma omp parallel num_threads(n)
   {
     const int i = omp_get_thread_num();
     try {
       const data::Batch rows = data::slice_batch(batch, B * i / n, B * (i + 1) / n - B * i / n);
-      const double share = static_cast<double>(rows.valid_tokens) / static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
+      const double share =
+          static_cast<double>(rows.valid_tokens) / static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
       const Tensor loss = weighted_loss(workers.worker(i), rows, share);
       losses[static_cast<std::size_t>(i)] = loss.item();
+      if (i == 0 && phases) forward_done = now();
       loss.backward();
     } catch (...) {
       errors[static_cast<std::size_t>(i)] = std::current_exception();
@@ -103,7 +106,10 @@ double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, 
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
   workers.add_gradients_to_model();
-  if (phases) phases->backward += now() - t0; // forward and backward overlap across the workers
+  if (phases) {
+    phases->forward += forward_done - t0;
+    phases->backward += now() - forward_done; // up to the last worker's end and the gradient sum
+  }
   double value = 0;
   for (double l : losses) value += l;
   check_loss(value, optimizer.params(), step);
