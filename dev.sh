@@ -33,10 +33,15 @@ deps() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-build() { # build DIR [cmake args...]
+build() { # build DIR [cmake args...]: everything, tests included
   local dir=$1; shift
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build "$dir" -j"$JOBS"
+}
+
+build_target() { # build_target TARGET: one target (and what it needs) in build/
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$JOBS" --target "$1"
 }
 
 cmd=${1:-help}
@@ -67,7 +72,7 @@ case "$cmd" in
     ;;
   train)
     deps
-    build build
+    build_target headgrad_cli # only the headgrad command: the tests build under ./dev.sh test
     exec ./build/headgrad train "$@"
     ;;
   bench)
