@@ -77,9 +77,7 @@ case "$cmd" in
     ;;
   bench)
     deps
-    # only the benchmark and what it needs
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build -j"$JOBS" --target headgrad_bench
+    build_target headgrad_bench # only the benchmark and what it needs
     exec ./build/headgrad_bench "$@"
     ;;
   fuzz)
