@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace headgrad::models {
@@ -34,8 +35,8 @@ PositionWiseFFN::PositionWiseFFN(std::int64_t d, std::int64_t f, std::int64_t d_
 }
 
 Tensor PositionWiseFFN::forward(const Tensor& X) const {
-  // (B, T, d) -> (B, T, ffn) -> (B, T, d)
-  return dense2->forward(ops::relu(dense1->forward(X)));
+  // (B, T, d) -> (B, T, ffn) -> (B, T, d); dense1 and the ReLU as one op
+  return dense2->forward(ops::linear_relu(X, dense1->weight, dense1->bias));
 }
 
 AddNorm::AddNorm(std::int64_t d, double p, std::uint64_t seed, DType dtype) {
@@ -43,7 +44,10 @@ AddNorm::AddNorm(std::int64_t d, double p, std::uint64_t seed, DType dtype) {
   ln = register_module("ln", std::make_shared<nn::LayerNorm>(d, 1e-5, dtype));
 }
 
-Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) { return ln->forward(dropout->forward(Y) + X); }
+// ln(dropout(Y) + X), the add and the norm as one op
+Tensor AddNorm::forward(const Tensor& X, const Tensor& Y) {
+  return ops::add_layer_norm(dropout->forward(Y), X, ln->weight, ln->bias, ln->eps);
+}
 
 TransformerEncoderBlock::TransformerEncoderBlock(std::int64_t d, std::int64_t f, std::int64_t heads, double p,
                                                  bool use_bias, Generator& gen, DType dtype) {

@@ -17,6 +17,12 @@ template <typename T, typename F> void map(T* __restrict y, const T* __restrict 
   for (std::int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
+// x[i] = f(x[i]) in place.
+template <typename T, typename F> void map_in_place(T* x, std::int64_t n, const F& f) {
+#pragma omp parallel for schedule(static) if (worth_threads(n))
+  for (std::int64_t i = 0; i < n; ++i) x[i] = f(x[i]);
+}
+
 // dx[i] = or += dy[i] * dfdx(x[i], y[i]) (first_write: =), the VJP of a unary op y = f(x).
 template <typename T, typename F>
 void map_backward(T* __restrict dx, bool first_write, const T* __restrict dy, const T* __restrict x,

@@ -12,21 +12,36 @@
 
 namespace headgrad::kernels {
 
-// y[r] = (x[r] - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) (biased variance, as
-// torch.nn.LayerNorm); stats[r] = (mean, rstd), kept for the backward.
+// One row: yr = (xr - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) (biased variance, as
+// torch.nn.LayerNorm); st = (mean, rstd), kept for the backward.
+template <typename T>
+inline void layer_norm_row(T* yr, T* st, const T* xr, const T* w, const T* b, std::int64_t D, T eps) {
+  const T mean = sum_lanes(xr, D) / static_cast<T>(D);
+  const T var =
+      sum_lanes_fn<T>(D, [xr, mean](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) / static_cast<T>(D);
+  const T rstd = T(1) / std::sqrt(var + eps);
+  for (std::int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+  st[0] = mean;
+  st[1] = rstd;
+}
+
+// layer_norm_row over every row; stats (rows, 2).
 template <typename T>
 void layer_norm_forward(T* y, T* stats, const T* x, const T* w, const T* b, std::int64_t rows, std::int64_t D, T eps) {
 #pragma omp parallel for schedule(static) if (worth_threads(rows * D, 4))
+  for (std::int64_t r = 0; r < rows; ++r) layer_norm_row(y + r * D, stats + 2 * r, x + r * D, w, b, D, eps);
+}
+
+// s = a + b, then layer_norm_forward of s (s kept: the backward's input), row by row while the
+// row is in cache.
+template <typename T>
+void add_layer_norm_forward(T* y, T* s, T* stats, const T* a, const T* b, const T* w, const T* bias, std::int64_t rows,
+                            std::int64_t D, T eps) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * D, 5))
   for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * D;
-    const T mean = sum_lanes(xr, D) / static_cast<T>(D);
-    const T var = sum_lanes_fn<T>(D, [xr, mean](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) /
-                  static_cast<T>(D);
-    const T rstd = T(1) / std::sqrt(var + eps);
-    T* yr = y + r * D;
-    for (std::int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
-    stats[2 * r] = mean;
-    stats[2 * r + 1] = rstd;
+    T* sr = s + r * D;
+    for (std::int64_t i = 0; i < D; ++i) sr[i] = a[r * D + i] + b[r * D + i];
+    layer_norm_row(y + r * D, stats + 2 * r, sr, w, bias, D, eps);
   }
 }
 

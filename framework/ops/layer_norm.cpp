@@ -9,16 +9,21 @@
 
 namespace headgrad::ops {
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  if (x.dim() < 1) throw std::invalid_argument("layer_norm: input must have at least one axis");
+static void check_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  if (x.dim() < 1) throw std::invalid_argument(fmt::format("{}: input must have at least one axis", op));
   const std::int64_t D = x.shape().back();
   if (!(weight.shape() == Dims{D}) || !(bias.shape() == Dims{D}))
-    throw std::invalid_argument(fmt::format("layer_norm: weight {} and bias {} must both be [{}] for input {}",
+    throw std::invalid_argument(fmt::format("{}: weight {} and bias {} must both be [{}] for input {}", op,
                                             weight.shape(), bias.shape(), D, x.shape()));
   if (x.dtype() != weight.dtype() || x.dtype() != bias.dtype())
-    throw std::invalid_argument(fmt::format("layer_norm: dtypes differ: input {} {}, weight {} {}", x.shape(),
+    throw std::invalid_argument(fmt::format("{}: dtypes differ: input {} {}, weight {} {}", op, x.shape(),
                                             dtype_name(x.dtype()), weight.shape(), dtype_name(weight.dtype())));
-  if (D == 0) throw std::invalid_argument(fmt::format("layer_norm: normalising over an empty axis, input {}", x.shape()));
+  if (D == 0) throw std::invalid_argument(fmt::format("{}: normalising over an empty axis, input {}", op, x.shape()));
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_layer_norm(x, weight, bias, "layer_norm");
+  const std::int64_t D = x.shape().back();
   OpTimer timer("layer_norm");
   Tensor xc = x.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();
   const std::int64_t rows = x.numel() / D;
@@ -40,6 +45,35 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       kernels::layer_norm_backward<T>(dx.data<T>(), dx.first_write, dw.data<T>(), dw.first_write, db.data<T>(),
                                       db.first_write, dy.data<T>(), x.data<T>(), w.data<T>(), stats.data<T>(), rows, D);
     });
+  });
+}
+
+Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double eps) {
+  if (!(x.shape() == y.shape()) || x.dtype() != y.dtype())
+    throw std::invalid_argument(fmt::format("add_layer_norm: x {} {} and y {} {} must have one shape and dtype",
+                                            x.shape(), dtype_name(x.dtype()), y.shape(), dtype_name(y.dtype())));
+  check_layer_norm(x, weight, bias, "add_layer_norm");
+  OpTimer timer("add_layer_norm");
+  const Tensor xc = x.contiguous(), yc = y.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();
+  const std::int64_t D = x.shape().back(), rows = x.numel() / D;
+  Tensor out = new_tensor(x.shape(), x.dtype()), s = new_tensor(x.shape(), x.dtype());
+  Tensor stats = new_tensor({rows, 2}, x.dtype());
+  dispatch_float(x.dtype(), "add_layer_norm", [&]<typename T>() {
+    kernels::add_layer_norm_forward<T>(out.data<T>(), s.data<T>(), stats.data<T>(), xc.data<T>(), yc.data<T>(),
+                                       wc.data<T>(), bc.data<T>(), rows, D, static_cast<T>(eps));
+  });
+  // forward: s = x + y;  out = layer_norm(s)     (AddNorm's residual and its norm, one pass)
+  // VJP:     ds from layer_norm's VJP (dw, db as there);  dx += ds;  dy += ds
+  return record(out, "add_layer_norm", {xc, yc, wc, bc}, [s, stats, rows, D](Node& n, const Tensor& dout) {
+    const Tensor w = n.input(2);
+    const GradBuffer dw = n.grad_buffer(2), db = n.grad_buffer(3);
+    Tensor ds = new_tensor(s.shape(), s.dtype());
+    dispatch_float(dout.dtype(), "add_layer_norm", [&]<typename T>() {
+      kernels::layer_norm_backward<T>(ds.data<T>(), true, dw.data<T>(), dw.first_write, db.data<T>(), db.first_write,
+                                      dout.data<T>(), s.data<T>(), w.data<T>(), stats.data<T>(), rows, D);
+    });
+    n.add_to_grad(1, ds);
+    n.add_to_grad(0, std::move(ds));
   });
 }
 

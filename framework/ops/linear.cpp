@@ -1,57 +1,100 @@
-// linear.cpp - y = x W^T + b as one gemm each way (nn.Linear's F.linear).
+// linear.cpp - y = x W^T + b as one gemm each way (nn.Linear's F.linear), and the same with the
+// ReLU that follows it in a position-wise FFN fused in.
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/elementwise.hpp"
 #include "framework/kernels/gemm.hpp"
 #include "framework/kernels/row_bias.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
+namespace {
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+struct LinearDims {
+  std::int64_t rows, in_f, out_f;
+};
+
+LinearDims check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
   if (weight.dim() != 2)
-    throw std::invalid_argument(fmt::format("linear: weight must be (out, in), got {}", weight.shape()));
+    throw std::invalid_argument(fmt::format("{}: weight must be (out, in), got {}", op, weight.shape()));
   const std::int64_t out_f = weight.shape()[0], in_f = weight.shape()[1];
   if (x.dim() < 1 || x.shape().back() != in_f)
-    throw std::invalid_argument(fmt::format("linear: input {} does not end in in_features = {} (weight {})", x.shape(),
+    throw std::invalid_argument(fmt::format("{}: input {} does not end in in_features = {} (weight {})", op, x.shape(),
                                             in_f, weight.shape()));
   if (bias.defined() && !(bias.shape() == Dims{out_f}))
-    throw std::invalid_argument(fmt::format("linear: bias {} does not match out_features = {} (weight {})",
+    throw std::invalid_argument(fmt::format("{}: bias {} does not match out_features = {} (weight {})", op,
                                             bias.shape(), out_f, weight.shape()));
   if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
-    throw std::invalid_argument(fmt::format("linear: dtypes differ: input {} {}, weight {} {}", x.shape(),
+    throw std::invalid_argument(fmt::format("{}: dtypes differ: input {} {}, weight {} {}", op, x.shape(),
                                             dtype_name(x.dtype()), weight.shape(), dtype_name(weight.dtype())));
-  OpTimer timer("linear");
-  Tensor xc = x.contiguous(), wc = weight.contiguous();
-  const std::int64_t rows = in_f == 0 ? 0 : x.numel() / in_f;
+  return {in_f == 0 ? 0 : x.numel() / in_f, in_f, out_f};
+}
+
+// out (rows, out_f) = x W^T + b, for contiguous x and W.
+Tensor linear_forward(const Tensor& x, const Tensor& W, const Tensor& bias, const LinearDims& d) {
   Dims oshape = x.shape();
-  oshape[oshape.size() - 1] = out_f;
+  oshape[oshape.size() - 1] = d.out_f;
   Tensor out = new_tensor(oshape, x.dtype());
   dispatch_float(x.dtype(), "linear", [&]<typename T>() {
     T* y = out.data<T>();
-    if (bias.defined()) kernels::fill_rows<T>(y, bias.contiguous().data<T>(), rows, out_f); // y = b in every row
+    if (bias.defined()) kernels::fill_rows<T>(y, bias.contiguous().data<T>(), d.rows, d.out_f); // y = b in every row
     // y (+)= x W^T: W (out, in) read with the Trans flag
-    kernels::gemm<T>(false, true, rows, out_f, in_f, T(1), xc.data<T>(), in_f, wc.data<T>(), in_f,
-                     bias.defined() ? T(1) : T(0), y, out_f);
+    kernels::gemm<T>(false, true, d.rows, d.out_f, d.in_f, T(1), x.data<T>(), d.in_f, W.data<T>(), d.in_f,
+                     bias.defined() ? T(1) : T(0), y, d.out_f);
   });
-  // forward: y[r, o] = sum_i x[r, i] W[o, i] + b[o]
-  // local:   dy[r,o]/dx[r,i] = W[o,i];  dy[r,o]/dW[o,i] = x[r,i];  dy[r,o]/db[o] = 1
-  // VJP:     dx += dy W          (rows, out) @ (out, in)
-  //          dW += dy^T x        (out, rows) @ (rows, in): dy read with the Trans flag
-  //          db += sum_r dy[r, :]
-  // shapes:  x, dx: (..., in) as (rows, in); W, dW: (out, in); b, db: (out); y, dy: (rows, out)
-  return record(out, "linear", {xc, wc, bias}, [rows, in_f, out_f](Node& n, const Tensor& dy) {
-    const Tensor x = n.input(0), W = n.input(1);
-    const GradBuffer dx = n.grad_buffer(0), dW = n.grad_buffer(1), db = n.grad_buffer(2);
-    dispatch_float(dy.dtype(), "linear", [&]<typename T>() {
-      auto beta = [](const GradBuffer& g) { return g.first_write ? T(0) : T(1); };
-      if (dx) kernels::gemm<T>(false, false, rows, in_f, out_f, T(1), dy.data<T>(), out_f, W.data<T>(), in_f, beta(dx),
-                               dx.data<T>(), in_f);
-      if (dW) kernels::gemm<T>(true, false, out_f, in_f, rows, T(1), dy.data<T>(), out_f, x.data<T>(), in_f, beta(dW),
-                               dW.data<T>(), in_f);
-      if (db) kernels::column_sums<T>(db.data<T>(), db.first_write, dy.data<T>(), rows, out_f);
+  return out;
+}
+
+// forward: y[r, o] = sum_i x[r, i] W[o, i] + b[o]
+// local:   dy[r,o]/dx[r,i] = W[o,i];  dy[r,o]/dW[o,i] = x[r,i];  dy[r,o]/db[o] = 1
+// VJP:     dx += dy W          (rows, out) @ (out, in)
+//          dW += dy^T x        (out, rows) @ (rows, in): dy read with the Trans flag
+//          db += sum_r dy[r, :]
+// shapes:  x, dx: (..., in) as (rows, in); W, dW: (out, in); b, db: (out); y, dy: (rows, out)
+void linear_backward(Node& n, const Tensor& dy, const LinearDims& d) {
+  const Tensor x = n.input(0), W = n.input(1);
+  const GradBuffer dx = n.grad_buffer(0), dW = n.grad_buffer(1), db = n.grad_buffer(2);
+  dispatch_float(dy.dtype(), "linear", [&]<typename T>() {
+    auto beta = [](const GradBuffer& g) { return g.first_write ? T(0) : T(1); };
+    if (dx) kernels::gemm<T>(false, false, d.rows, d.in_f, d.out_f, T(1), dy.data<T>(), d.out_f, W.data<T>(), d.in_f,
+                             beta(dx), dx.data<T>(), d.in_f);
+    if (dW) kernels::gemm<T>(true, false, d.out_f, d.in_f, d.rows, T(1), dy.data<T>(), d.out_f, x.data<T>(), d.in_f,
+                             beta(dW), dW.data<T>(), d.in_f);
+    if (db) kernels::column_sums<T>(db.data<T>(), db.first_write, dy.data<T>(), d.rows, d.out_f);
+  });
+}
+
+} // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const LinearDims d = check_linear(x, weight, bias, "linear");
+  OpTimer timer("linear");
+  const Tensor xc = x.contiguous(), wc = weight.contiguous();
+  Tensor out = linear_forward(xc, wc, bias, d);
+  // (the derivation is above linear_backward)
+  return record(out, "linear", {xc, wc, bias}, [d](Node& n, const Tensor& dy) { linear_backward(n, dy, d); });
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const LinearDims d = check_linear(x, weight, bias, "linear_relu");
+  OpTimer timer("linear_relu");
+  const Tensor xc = x.contiguous(), wc = weight.contiguous();
+  Tensor out = linear_forward(xc, wc, bias, d);
+  dispatch_float(out.dtype(), "linear_relu", [&]<typename T>() { // y = relu(z), in place over z
+    kernels::map_in_place<T>(out.data<T>(), out.numel(), [](T z) { return z > T(0) || z != z ? z : T(0); });
+  });
+  // forward: z = x W^T + b;  y = relu(z)            (the FFN's first layer, one pass less)
+  // VJP:     dz = dy [y > 0]  (y > 0 exactly where z > 0), then linear's VJP with dz
+  const Tensor y = out.detach();
+  return record(out, "linear_relu", {xc, wc, bias}, [y, d](Node& n, const Tensor& dy) {
+    Tensor dz = new_tensor(dy.shape(), dy.dtype());
+    dispatch_float(dy.dtype(), "linear_relu", [&]<typename T>() {
+      kernels::map_backward<T>(dz.data<T>(), true, dy.data<T>(), y.data<T>(), y.data<T>(), dy.numel(),
+                               [](T yv, T) { return static_cast<T>(yv > T(0)); });
     });
+    linear_backward(n, dz, d);
   });
 }
 

@@ -49,10 +49,14 @@ Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask
 // y = x W^T + b for x (..., in), weight (out, in), bias (out) or undefined. One gemm each way,
 // transposition by BLAS flags.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// relu(linear(x, weight, bias)) as one op (a position-wise FFN's first layer): one pass less each way.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- layer norm (layer_norm.cpp) --------------------------------------------------------------
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as PyTorch).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// layer_norm(x + y, ...) as one op (d2l's AddNorm: a residual connection and its norm).
+Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 // ---- dropout (dropout.cpp) --------------------------------------------------------------------
 // Inverted dropout: each element is zeroed with probability p and the rest scaled by 1/(1-p).

@@ -203,6 +203,12 @@ void layer_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "linear, transposed input", "x [4, 3]^T, W [2, 4]",
                       [] { return std::vector{randn({4, 3}, 35), randn({2, 4}, 36), randn({2}, 37)}; },
                       [](const std::vector<Tensor>& x) { return ops::linear(x[0].transpose(0, 1), x[1], x[2]); }));
+  cases.push_back(row(kLayers, "linear_relu with bias", "x [2, 3, 4], W [5, 4], b [5]",
+                      [] { return std::vector{randn({2, 3, 4}, 38), randn({5, 4}, 39), randn({5}, 46)}; },
+                      [](const std::vector<Tensor>& x) { return ops::linear_relu(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "add_layer_norm", "x, y [2, 3, 6], w [6], b [6]",
+                      [] { return std::vector{randn({2, 3, 6}, 47), randn({2, 3, 6}, 48), randn({6}, 49), randn({6}, 53)}; },
+                      [](const std::vector<Tensor>& x) { return ops::add_layer_norm(x[0], x[1], x[2], x[3]); }));
   cases.push_back(row(kLayers, "layer_norm", "x [2, 3, 6], w [6], b [6]",
                       [] { return std::vector{randn({2, 3, 6}, 40), randn({6}, 41), randn({6}, 42)}; },
                       [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], x[1], x[2]); }));
