@@ -24,25 +24,13 @@ train::RunConfig with_shape(const train::RunConfig& settings, const train::RunCo
 BenchConfig small_config(const train::RunConfig& settings) { return {"small", with_shape(settings, {})}; }
 
 BenchConfig large_config(const train::RunConfig& settings) {
-  train::RunConfig shape;
-  shape.batch = 16;
-  shape.min_len = 64;
-  shape.max_len = 128;
-  shape.d_model = 256;
-  shape.heads = 8;
-  shape.ffn = 1024;
-  return {"large", with_shape(settings, shape)};
+  return {"large", with_shape(settings, {.batch = 16, .d_model = 256, .heads = 8, .ffn = 1024, .max_len = 128,
+                                         .min_len = 64})};
 }
 
 BenchConfig long_config(const train::RunConfig& settings) {
-  train::RunConfig shape;
-  shape.batch = 2;
-  shape.min_len = 2048;
-  shape.max_len = 2048;
-  shape.d_model = 256;
-  shape.heads = 8;
-  shape.ffn = 1024;
-  return {"long", with_shape(settings, shape)};
+  return {"long", with_shape(settings, {.batch = 2, .d_model = 256, .heads = 8, .ffn = 1024, .max_len = 2048,
+                                        .min_len = 2048})};
 }
 
 BenchConfig config_by_name(const std::string& name, const train::RunConfig& settings) {

@@ -4,12 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "tests/test_support.hpp"
 #include "train/cli/gradcheck_table.hpp"
 
 using namespace headgrad;
@@ -35,6 +34,17 @@ std::set<std::string> ops_with_rows() {
   std::set<std::string> s;
   for (const auto& c : op_gradcheck_cases()) s.insert(op_of(c));
   return s;
+}
+
+// The ops a header declares: lines "Tensor name(..." at the start of a line.
+std::set<std::string> ops_declared_in(const std::string& header) {
+  const std::string text = test_support::read_file(std::string(HEADGRAD_SOURCE_DIR) + "/" + header);
+  REQUIRE_FALSE(text.empty());
+  const std::regex decl(R"(^Tensor ([a-z_0-9]+)\()", std::regex::multiline);
+  std::set<std::string> declared;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it)
+    declared.insert((*it)[1].str());
+  return declared;
 }
 
 } // namespace
@@ -99,16 +109,7 @@ TEST_CASE("gradcheck table: every op in the list has rows") {
 }
 
 TEST_CASE("gradcheck table: every op declared in ops.hpp has rows") {
-  std::ifstream in(std::string(HEADGRAD_SOURCE_DIR) + "/framework/ops/ops.hpp");
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  // Declarations look like "Tensor name(...);" at the start of a line inside headgrad::ops.
-  const std::regex decl(R"(^Tensor ([a-z_0-9]+)\()", std::regex::multiline);
-  std::set<std::string> declared;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it)
-    declared.insert((*it)[1].str());
+  const std::set<std::string> declared = ops_declared_in("framework/ops/ops.hpp");
   CHECK(declared.size() >= kOps.size());
   const std::set<std::string> listed(kOps.begin(), kOps.end());
   const auto have = ops_with_rows();
@@ -119,15 +120,7 @@ TEST_CASE("gradcheck table: every op declared in ops.hpp has rows") {
 }
 
 TEST_CASE("gradcheck table: every op declared in nn_ops.hpp has rows") {
-  std::ifstream in(std::string(HEADGRAD_SOURCE_DIR) + "/framework/ops/nn_ops.hpp");
-  REQUIRE(in.good());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  const std::regex decl(R"(^Tensor ([a-z_0-9]+)\()", std::regex::multiline);
-  std::set<std::string> declared;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it)
-    declared.insert((*it)[1].str());
+  const std::set<std::string> declared = ops_declared_in("framework/ops/nn_ops.hpp");
   // sequence_mask builds a bool mask from integer lengths: nothing to differentiate.
   const std::set<std::string> not_differentiable = {"sequence_mask"};
   CHECK(declared.size() >= 10);
