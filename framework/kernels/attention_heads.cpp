@@ -86,9 +86,9 @@ template <typename T> std::int64_t keys_needed(const Head<T>& h, std::int64_t i0
 // Sets the masked entries of score row i (keys j0 .. j0 + n) to -inf.
 template <typename T> void mask_row(T* s, const Head<T>& h, std::int64_t i, std::int64_t j0, std::int64_t n) {
   const std::int64_t kept = std::clamp<std::int64_t>(h.len(i) - j0, 0, n);
-  const std::uint8_t* kr = h.keep_row(i);
-  for (std::int64_t c = 0; c < n; ++c)
-    if (c >= kept || (kr && !kr[j0 + c])) s[c] = static_cast<T>(-kInf);
+  std::fill(s + kept, s + n, static_cast<T>(-kInf)); // beyond the row's kept prefix
+  if (const std::uint8_t* kr = h.keep_row(i))
+    for (std::int64_t c = 0; c < kept; ++c) s[c] = kr[j0 + c] ? s[c] : static_cast<T>(-kInf);
 }
 
 template <typename T> struct FlashScratch {
