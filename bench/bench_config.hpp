@@ -21,7 +21,7 @@ BenchConfig small_config(const train::RunConfig& settings);
 BenchConfig large_config(const train::RunConfig& settings);  // B16 T128 d256 h8 L2 ffn1024
 BenchConfig long_config(const train::RunConfig& settings);   // B2 T2048 d256 h8 L2 ffn1024
 BenchConfig config_by_name(const std::string& name, const train::RunConfig& settings); // throws for others
-// "adam lr 0.003, warmup 300, cosine schedule, clip 1, <= 6000 steps, seed 0"
+// "adam lr 0.01, warmup 100, cosine schedule, clip 1, <= 2000 steps, seed 0"
 std::string settings_summary(const train::RunConfig& c);
 
 } // namespace headgrad::bench
