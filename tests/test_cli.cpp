@@ -30,32 +30,11 @@ struct TempDir : test_support::TempDir {
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-  // stderr lines, without the start-up notice printed when headgrad picked the OpenBLAS kernel
-  // itself (that only happens on CPUs where OpenBLAS falls back to a generic kernel)
-  std::vector<std::string> err_lines() const {
-    std::vector<std::string> v;
-    for (auto& l : lines_of(err))
-      if (l.rfind("headgrad: OpenBLAS fell back", 0) != 0) v.push_back(l);
-    return v;
-  }
-};
+using Result = test_support::CliRun;
 
 // Runs the binary with `args` in `cwd`, capturing stdout, stderr and the exit code.
-// env: variables to set in the child ("" as the value: unset it).
 Result run(const std::vector<std::string>& args, const TempDir& cwd, const test_support::EnvChanges& env = {}) {
-  static int n = 0;
-  const std::string out_path = cwd / fmt::format("cli{}.out", n), err_path = cwd / fmt::format("cli{}.err", n);
-  ++n;
-  std::vector<std::string> all = {HEADGRAD_CLI};
-  all.insert(all.end(), args.begin(), args.end());
-  Result r;
-  r.rc = test_support::wait_for(test_support::spawn(all, out_path, err_path, cwd.path.string(), env), 600);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
-  return r;
+  return test_support::run_cli(args, cwd.path, env);
 }
 
 // A tiny, fast configuration; flags given later on the command line override these.
@@ -118,7 +97,7 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
       {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"threads", cores},
       {"eval-every", "*"},      {"save-every", "0"},     {"out", ""},             {"resume", ""},
-      {"json", ""},             {"profile", ""},         {"quiet", ""}};
+      {"graph", ""},            {"json", ""},            {"profile", ""},         {"quiet", ""}};
   const auto lines = lines_of(r.out);
   std::size_t flag_lines = 0;
   for (const auto& l : lines)

@@ -17,8 +17,16 @@ int explain_command(int argc, char** argv) {
                         {"valid-len", Kind::integer, "3", "valid length of every batch row (keys beyond are masked)"},
                         {"seed", Kind::integer, "0", "seed of the random inputs and weights"},
                         {"precision", Kind::integer, "4", "decimals printed"},
-                        {"svg", Kind::text, "", "also draw the head split and each head's weights to this SVG", "FILE"},
-                        {"fixture", Kind::text, "", "use inputs/weights from a PyTorch fixture (tests/reference)", "FILE"}});
+                        {"bias", Kind::flag, "false", "projections with biases (d2l's bias=True)"},
+                        {"svg", Kind::text, "", "also draw every stage and each head's gradients to this SVG", "FILE"},
+                        {"graph", Kind::text, "",
+                         "also write the autograd graph (op, shape, gradient norm per node) as DOT, and SVG when "
+                         "Graphviz's dot is installed",
+                         "FILE"},
+                        {"fixture", Kind::text, "",
+                         "use inputs/weights from a PyTorch fixture (tests/reference); gradients are printed "
+                         "beside PyTorch's",
+                         "FILE"}});
   args.parse(argc, argv, 2);
   if (args.help()) {
     fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
@@ -37,7 +45,9 @@ int explain_command(int argc, char** argv) {
   o.valid_len = args.integer("valid-len");
   o.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
   o.precision = static_cast<int>(args.integer("precision"));
+  o.bias = args.flag("bias");
   o.svg = args.text("svg");
+  o.graph = args.text("graph");
   o.fixture = args.text("fixture");
   explain::ExplainResult r;
   try {

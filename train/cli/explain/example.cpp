@@ -48,6 +48,8 @@ void check_sizes(const Example& e, const ExplainOptions& o) {
   positive(e.H, "heads");
   if (e.h % e.H != 0)
     throw std::invalid_argument(fmt::format("--hidden ({}) must be divisible by --heads ({})", e.h, e.H));
+  if (!o.fixture.empty() && o.bias)
+    throw std::invalid_argument("--bias: the fixtures' modules have no biases (leave --bias out with --fixture)");
   if (o.fixture.empty() && (o.valid_len < 0 || o.valid_len > e.Tk))
     throw std::invalid_argument(fmt::format("--valid-len must be in [0, --keys = {}], got {}", e.Tk, o.valid_len));
 }
@@ -86,7 +88,7 @@ Example make_example(const ExplainOptions& o) {
   e.d = e.h / e.H;
   Generator gen(o.seed);
   // d2l's signature (key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias)
-  e.mha = std::make_unique<models::MultiHeadAttention>(e.k_size, e.q_size, e.v_size, e.h, e.H, 0.0, false, gen, f64);
+  e.mha = std::make_unique<models::MultiHeadAttention>(e.k_size, e.q_size, e.v_size, e.h, e.H, 0.0, o.bias, gen, f64);
   if (o.fixture.empty()) fill_random(e, o, gen);
   else fill_from_fixture(e, o, fx);
   e.queries.set_requires_grad();

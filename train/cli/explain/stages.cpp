@@ -20,10 +20,13 @@ void print_inputs(const Example& e, TensorPrinter& p) {
   p.tensor("queries", e.queries, "(B, Tq, query_size)");
   p.tensor("keys", e.keys, "(B, Tk, key_size)");
   p.tensor("values", e.values, "(B, Tk, value_size)");
-  p.tensor("W_q.weight", e.mha->W_q->weight, "(num_hiddens, query_size); y = x W^T");
-  p.tensor("W_k.weight", e.mha->W_k->weight);
-  p.tensor("W_v.weight", e.mha->W_v->weight);
-  p.tensor("W_o.weight", e.mha->W_o->weight);
+  for (const auto& [name, prm] : e.mha->named_parameters())
+    p.tensor(name, prm, name == "W_q.weight" ? "(num_hiddens, query_size); y = x W^T + b" : "");
+}
+
+// A projection's bias gradient, when it has a bias: db = dY summed over every row.
+void print_bias_grad(const nn::Linear& layer, const std::string& name, const std::string& dy, TensorPrinter& p) {
+  if (layer.bias.defined()) p.tensor(fmt::format("d {}.bias = column sums of {}", name, dy), layer.bias.grad());
 }
 
 // 1. the projections and 2. transpose_qkv: each head gets d columns.
@@ -100,6 +103,7 @@ void backward_stages(const Example& e, Stages& s, TensorPrinter& p) {
   s.output.backward(e.R);
   p.tensor("d concat = dY W_o", s.concat_in.grad(), "linear backward: dx = dy W");
   p.tensor("d W_o.weight = dY^T concat", mha.W_o->weight.grad(), "summed over batch and queries");
+  print_bias_grad(*mha.W_o, "W_o", "dY", p);
   s.concat.backward(s.concat_in.grad());
   p.tensor("d per-head outputs (transpose_output backward = inverse permutation)", s.heads_in.grad(), "(B*H, Tq, d)");
   s.heads_out.backward(s.heads_in.grad());
@@ -122,6 +126,9 @@ void backward_stages(const Example& e, Stages& s, TensorPrinter& p) {
   p.tensor("d W_q.weight = dQ^T queries", mha.W_q->weight.grad());
   p.tensor("d W_k.weight = dK^T keys", mha.W_k->weight.grad());
   p.tensor("d W_v.weight = dV^T values", mha.W_v->weight.grad());
+  print_bias_grad(*mha.W_q, "W_q", "dQ", p);
+  print_bias_grad(*mha.W_k, "W_k", "dK", p);
+  print_bias_grad(*mha.W_v, "W_v", "dV", p);
   p.tensor("d queries = dQ W_q", e.queries.grad());
   p.tensor("d keys = dK W_k", e.keys.grad());
   p.tensor("d values = dV W_v", e.values.grad());
