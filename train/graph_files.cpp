@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "train/heatmap_svg.hpp"
+#include "train/svg_file.hpp"
 
 extern char** environ;
 
@@ -51,7 +51,7 @@ std::string find_on_path(const std::string& name) {
 std::string write_graph_files(const std::string& path, const Graph& graph, const std::string& title) {
   const std::string dot_path = std::filesystem::path(path).replace_extension(".dot").string();
   const std::string svg_path = std::filesystem::path(path).replace_extension(".svg").string();
-  write_svg_file(dot_path, graph_dot(graph, title)); // the atomic text write serves DOT too
+  write_svg_file(dot_path, graph_dot(graph, title));
   const std::string dot = find_on_path("dot");
   if (dot.empty())
     return fmt::format("wrote {} ({} nodes, {} edges); no SVG: Graphviz's dot is not installed (Debian: apt-get "

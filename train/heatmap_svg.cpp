@@ -2,27 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
-#include <stdexcept>
 
 namespace headgrad::train {
 namespace {
 
 constexpr int kCell = 18, kLabel = 28, kGap = 30, kTop = 50, kTitleH = 20, kLeft = 90;
-
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
 
 std::string rgb(double r, double g, double b) {
   return fmt::format("#{:02x}{:02x}{:02x}", static_cast<int>(std::lround(r)), static_cast<int>(std::lround(g)),
@@ -71,12 +56,12 @@ Layout layout_of(const HeatmapGrid& grid) {
 std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const Heatmap& map, int x, int y) {
   const std::int64_t nq = map.values.shape()[0], nk = map.values.shape()[1];
   const int mx = x + kLabel, my = y + kTitleH + kLabel;
-  std::string s = fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", mx, y + 12, escape(map.title));
+  std::string s = fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", mx, y + 12, xml_escape(map.title));
   const auto v = map.values.to_vector();
   double scale = 0; // signed maps: each on its own scale, the largest |value| at full colour
   for (double a : v) scale = std::max(scale, std::abs(a));
   if (scale == 0) scale = 1;
-  s += fmt::format("<g><title>{} {}</title>\n", escape(row_title), escape(map.title));
+  s += fmt::format("<g><title>{} {}</title>\n", xml_escape(row_title), xml_escape(map.title));
   for (std::int64_t i = 0; i < nq; ++i)
     for (std::int64_t j = 0; j < nk; ++j) {
       const double w = v[static_cast<std::size_t>(i * nk + j)];
@@ -88,10 +73,10 @@ std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const
                    nk * kCell, nq * kCell);
   for (std::int64_t j = 0; j < nk && j < static_cast<std::int64_t>(grid.key_labels.size()); ++j)
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", mx + j * kCell + kCell / 2, my - 6,
-                     escape(grid.key_labels[static_cast<std::size_t>(j)]));
+                     xml_escape(grid.key_labels[static_cast<std::size_t>(j)]));
   for (std::int64_t i = 0; i < nq && i < static_cast<std::int64_t>(grid.query_labels.size()); ++i)
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", mx - 4, my + i * kCell + kCell / 2 + 4,
-                     escape(grid.query_labels[static_cast<std::size_t>(i)]));
+                     xml_escape(grid.query_labels[static_cast<std::size_t>(i)]));
   return s;
 }
 
@@ -123,28 +108,16 @@ std::string render_heatmaps_svg(const HeatmapGrid& grid) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"10\" y=\"24\" font-size=\"15\">{}</text>\n",
-      l.width, l.height, l.width, l.height, escape(grid.title));
+      l.width, l.height, l.width, l.height, xml_escape(grid.title));
   for (std::size_t r = 0; r < grid.rows.size(); ++r) {
     const HeatmapRow& row = grid.rows[r];
     s += fmt::format("<text x=\"8\" y=\"{}\" font-weight=\"bold\">{}</text>\n",
-                     l.row_y[r] + kTitleH + kLabel + l.row_h[r] / 2, escape(row.title));
+                     l.row_y[r] + kTitleH + kLabel + l.row_h[r] / 2, xml_escape(row.title));
     for (std::size_t c = 0; c < row.maps.size(); ++c) s += map_svg(grid, row.title, row.maps[c], l.col_x[c], l.row_y[r]);
   }
   s += legend_svg(grid, l.width, l.height);
   s += "</svg>\n";
   return s;
-}
-
-void write_svg_file(const std::string& path, const std::string& svg) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << svg;
-    if (!f) throw std::runtime_error(fmt::format("{}: cannot write", path));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error(fmt::format("{}: cannot write ({})", path, ec.message()));
 }
 
 } // namespace headgrad::train

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "framework/tensor.hpp"
+#include "train/svg_file.hpp" // write_svg_file
 
 namespace headgrad::train {
 
@@ -30,9 +31,5 @@ struct HeatmapGrid {
 };
 
 std::string render_heatmaps_svg(const HeatmapGrid& grid);
-
-// Writes `svg` to `path` through a temporary file renamed into place, so a reader never sees a
-// half-written picture. Throws std::runtime_error naming the path if it cannot.
-void write_svg_file(const std::string& path, const std::string& svg);
 
 } // namespace headgrad::train

@@ -144,7 +144,8 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
   fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}\n", s.steps,
              s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
              s.interrupted ? " (interrupted)" : "");
-  if (!o.json) fmt::print("wrote {}/metrics.csv, {}, {}/attention.svg\n", o.out_dir, s.checkpoint, o.out_dir);
+  if (!o.json)
+    fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}, {}/attention.svg\n", o.out_dir, o.out_dir, s.checkpoint, o.out_dir);
   if (o.json)
     fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
                "\"tokens_per_s\": {:.1f}, \"seconds\": {:.3f}, \"interrupted\": {}, \"out\": \"{}\"}}\n",
