@@ -15,6 +15,7 @@
 #include "train/checkpoint.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_core.hpp"
+#include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -311,6 +312,32 @@ TEST_CASE("train --json: a JSON summary on the last stdout line, and eval reads 
     REQUIRE(few.err_lines().size() == 1);
     CHECK(contains(few.err_lines()[0], "--steps 33 is not beyond the checkpoint's step 33"));
   }
+}
+
+TEST_CASE("eval --svg draws the attention weights of any held-out example") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  REQUIRE(run(tiny(out, 5), dir).rc == 0);
+  const std::string ckpt = out + "/model.safetensors";
+  const Result r = run({"eval", "--checkpoint", ckpt, "--count", "20", "--examples", "0", "--svg", "ex7.svg",
+                        "--example", "7", "--threads", "1"},
+                       dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(contains(r.out, "wrote ex7.svg (held-out example 7)"));
+  const train::LoadedRun loaded = train::load_model_checkpoint(ckpt);
+  const data::Batch set = data::make_eval_set(loaded.config.task_config(), 20);
+  const std::int64_t len = set.valid_lens.to_int_vector()[7];
+  const std::string svg = read_file(dir / "ex7.svg");
+  CHECK(svg_check::well_formed(svg) == "");
+  CHECK(contains(svg, "step 5, held-out example 7: " + data::format_sequence(set.tokens, 7, len) + " -&gt; "));
+  // one map per layer and head (1 layer, 2 heads), each len x len
+  CHECK(test_support::count_of(svg, "<g><title>layer 0 head ") == 2);
+  CHECK(test_support::count_of(svg, "</title></rect>") == static_cast<std::size_t>(2 * len * len));
+  const Result bad = run({"eval", "--checkpoint", ckpt, "--count", "20", "--svg", "x.svg", "--example", "20"}, dir);
+  CHECK(bad.rc == 2);
+  REQUIRE(bad.err_lines().size() == 1);
+  CHECK(contains(bad.err_lines()[0], "--example 20 is not below --count 20"));
 }
 
 TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {
