@@ -218,3 +218,38 @@ TEST_CASE("explain --bias: the bias gradients are printed and gradient-checked; 
   CHECK_THROWS_WITH_AS(explain::run(o), "--bias: the fixtures' modules have no biases (leave --bias out with --fixture)",
                        std::invalid_argument);
 }
+
+TEST_CASE("explain --fixture: every printed gradient beside PyTorch's, with the difference") {
+  for (const std::string file : {"mha_d2l", "mha_d2l_lens2d"}) {
+    CAPTURE(file);
+    explain::ExplainOptions o;
+    o.fixture = fmt::format("{}/tests/reference/fixtures/{}.safetensors", HEADGRAD_SOURCE_DIR, file);
+    const std::string text = explain::run(o).text;
+    const auto at = text.find("== backward");
+    const auto end = text.find("== checks");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    const auto lines = test_support::lines_of(text.substr(at, end - at));
+    // a gradient's heading is the line naming its shape ("d scores = ... [4, 4, 6]  ..."); the
+    // next line must name its PyTorch column
+    std::size_t gradients = 0, compared = 0;
+    for (std::size_t i = 0; i + 1 < lines.size(); ++i) {
+      if (lines[i].empty() || lines[i][0] == ' ' || lines[i].find(" [") == std::string::npos) continue;
+      ++gradients;
+      INFO(lines[i]);
+      CHECK(test_support::starts_with(lines[i + 1], "  columns: ours | PyTorch (grad"));
+    }
+    for (const auto& l : lines)
+      if (test_support::starts_with(l, "  max |ours - PyTorch| = ")) {
+        ++compared;
+        INFO(l);
+        // float64 from float32 inputs against PyTorch's float32: float32 round-off, 1e-7 relative
+        // (1.1e-6 at most, on gradients of size 10), well inside PyTorch's atol of 1e-5
+        CHECK(std::stod(l.substr(25)) <= 1e-5);
+      }
+    CHECK(gradients == 18); // R, then every stage, weight and input gradient
+    CHECK(compared == gradients);
+  }
+  // random values: no PyTorch to compare with
+  CHECK(explain::run({}).text.find("PyTorch") == std::string::npos);
+}

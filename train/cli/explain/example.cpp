@@ -74,9 +74,16 @@ void fill_from_fixture(Example& e, const ExplainOptions& o, const io::Safetensor
   e.valid_lens = fx.at("valid_lens");
   e.R = fx.at("grad_output").to(f64).contiguous();
   e.source = "values from " + o.fixture;
+  for (const auto& [name, t] : fx.tensors)
+    if (name.rfind("grad", 0) == 0) e.pytorch[name] = t.to(f64).contiguous();
 }
 
 } // namespace
+
+Tensor Example::pytorch_grad(const std::string& name) const {
+  auto it = pytorch.find(name);
+  return it == pytorch.end() ? Tensor() : it->second;
+}
 
 Example make_example(const ExplainOptions& o) {
   if (o.precision < 0 || o.precision > 12)
