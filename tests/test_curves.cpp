@@ -26,19 +26,8 @@ struct TempDir : test_support::TempDir {
 // A copy-task run small enough for a test (one thread, d 16).
 TrainOptions short_run(const std::string& out_dir, std::int64_t steps, std::int64_t eval_every, double lr) {
   TrainOptions o;
-  RunConfig& c = o.run;
-  c.task = data::Task::copy;
-  c.vocab = 10;
-  c.d_model = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 32;
-  c.max_len = 8;
-  c.min_len = 2;
-  c.batch = 16;
-  c.lr = lr;
-  c.warmup = 5;
-  c.steps = steps;
+  o.run = RunConfig{.task = data::Task::copy, .steps = steps, .batch = 16, .d_model = 16, .heads = 2, .layers = 1,
+                    .ffn = 32, .max_len = 8, .min_len = 2, .vocab = 10, .lr = lr, .warmup = 5};
   o.eval_every = eval_every;
   o.eval_count = 64;
   o.out_dir = out_dir;
