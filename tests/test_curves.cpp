@@ -148,6 +148,10 @@ TEST_CASE("headgrad plot overlays runs with a legend, and refuses what is not a 
   CHECK(attribute_values(svg, "<polyline class=\"train-loss\" data-run=\"0\"", "stroke") !=
         attribute_values(svg, "<polyline class=\"train-loss\" data-run=\"1\"", "stroke"));
 
+  const test_support::CliRun help = test_support::run_cli({"plot", "--help"}, dir.path);
+  CHECK(help.rc == 0);
+  CHECK(contains(help.out, "usage: headgrad plot RUN_DIR... [--out FILE]"));
+  CHECK(contains(help.out, "--out FILE"));
   for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"plot"}, "give one or more run directories"},
            {{"plot", "missing-run"}, "missing-run: cannot read"},

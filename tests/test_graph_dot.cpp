@@ -122,6 +122,32 @@ TEST_CASE("graph: backward records every node's gradient norm, the ones backward
   CHECK(count_of(dot, "peripheries=2") == 1); // the root
 }
 
+TEST_CASE("ObserveGradients: each tensor once, readers before what they read, only while alive") {
+  Tensor x = test_support::randn({3}, 3).set_requires_grad();
+  const Tensor h = x * 3.0;
+  const Tensor y = ops::sum(h * h);
+  const std::size_t tensors = count_tape(y).tensors; // before backward frees the graph
+  std::vector<const TensorImpl*> seen;
+  std::vector<double> h_grad;
+  {
+    ObserveGradients watch([&](const TensorImpl& t, const Tensor& g) {
+      seen.push_back(&t);
+      if (&t == h.impl()) h_grad = g.to_vector(); // a non-leaf gradient, dropped right after
+    });
+    y.backward();
+  }
+  CHECK(seen.size() == tensors);
+  CHECK(seen.front() == y.impl());
+  CHECK(seen.back() == x.impl());
+  CHECK(std::unordered_set<const TensorImpl*>(seen.begin(), seen.end()).size() == seen.size());
+  test_support::check_close(h_grad, (h * 2.0).to_vector()); // d/dh sum(h^2) = 2h
+  CHECK_FALSE(h.grad().defined());
+  // the observer is gone with its guard
+  const std::size_t before = seen.size();
+  ops::sum(x * 2.0).backward();
+  CHECK(seen.size() == before);
+}
+
 TEST_CASE("graph: a freed graph or a tensor without one is refused") {
   Tensor x = test_support::randn({2}, 2).set_requires_grad();
   const Tensor y = ops::sum(x * 2.0);

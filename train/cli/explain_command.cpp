@@ -32,7 +32,8 @@ int explain_command(int argc, char** argv) {
     fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
                "by step, every named tensor\n(projections, transpose_qkv, scores, masked softmax, per-head outputs, "
                "transpose_output,\nthe output projection), then every gradient in reverse, then the float64 gradient "
-               "check.\n\nflags:\n{}",
+               "check.\nWith --fixture, each gradient is printed beside PyTorch's and the difference; --svg draws "
+               "every\nstage with its gradients, --graph the autograd graph.\n\nflags:\n{}",
                args.usage());
     return 0;
   }
