@@ -77,10 +77,13 @@ std::string panel_frame(const Panel& p, double max_step) {
   std::string s = fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", kLeft, p.y - 8,
                               xml_escape(p.title));
   std::vector<double> ys;
-  if (p.log)
-    for (double k = p.lo; k <= p.hi; ++k) ys.push_back(k);
-  else
+  if (p.log) { // every decade; over at most two, also its 2 and 5
+    for (double k = p.lo; k <= p.hi; ++k)
+      for (double m : {1.0, 2.0, 5.0})
+        if ((m == 1 || p.hi - p.lo <= 2) && k + std::log10(m) <= p.hi) ys.push_back(k + std::log10(m));
+  } else {
     ys = linear_ticks(p.lo, p.hi);
+  }
   for (double a : ys) {
     const double y = p.y + p.h - (a - p.lo) / (p.hi - p.lo) * p.h;
     s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", kLeft, y,
