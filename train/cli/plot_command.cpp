@@ -1,5 +1,6 @@
 // plot_command.cpp - `headgrad plot RUN_DIR... [--out FILE]`: the training curves of one or more
 // runs (each directory's metrics.csv) overlaid in one SVG with a legend, e.g. two learning rates.
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -24,14 +25,13 @@ std::string run_summary(const train::RunCurves& run) {
   const train::MetricsLog& log = run.log;
   if (log.steps.empty()) return fmt::format("  {}: no steps logged yet\n", run.name);
   std::vector<double> losses;
-  for (const auto& s : log.steps) losses.push_back(s.loss);
+  double lr = 0;
+  for (const auto& s : log.steps) {
+    losses.push_back(s.loss);
+    lr = std::max(lr, s.lr);
+  }
   std::string line = fmt::format("  {}: {} steps, lr up to {:g}, smoothed training loss {:.4f} at the last step",
-                                 run.name, log.steps.size(), [&] {
-                                   double m = 0;
-                                   for (const auto& s : log.steps) m = std::max(m, s.lr);
-                                   return m;
-                                 }(),
-                                 train::smoothed(losses).back());
+                                 run.name, log.steps.size(), lr, train::smoothed(losses).back());
   if (!log.evals.empty())
     line += fmt::format(", held-out seq acc {:.4f} at step {}", log.evals.back().seq_acc, log.evals.back().step);
   return line + "\n";
