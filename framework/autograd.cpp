@@ -16,6 +16,7 @@ namespace headgrad {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local const GradientObserver* g_observer = nullptr;
 void delete_node(Node* node);
 GradBuffer gradient_of(TensorImpl* impl);
 } // namespace
@@ -23,6 +24,11 @@ GradBuffer gradient_of(TensorImpl* impl);
 bool grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+ObserveGradients::ObserveGradients(GradientObserver observer) : observer_(std::move(observer)), prev_(g_observer) {
+  g_observer = &observer_;
+}
+ObserveGradients::~ObserveGradients() { g_observer = prev_; }
 
 Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
   if (!g_grad_enabled) return out;
@@ -59,8 +65,9 @@ void check_backward_call(const Tensor& root, const Tensor& grad_output) {
                                             dtype_name(grad_output.dtype()), dtype_name(root.dtype())));
 }
 
-// Every tensor the root depends on that requires grad, producers after their consumers' inputs:
-// a post-order depth-first walk (an explicit stack: recursion would overflow on long chains). The
+} // namespace
+
+// A post-order depth-first walk (an explicit stack: recursion would overflow on long chains). The
 // pointers own their tensors, so freeing the graph during the walk cannot free a node not yet run.
 std::vector<std::shared_ptr<TensorImpl>> topological_order(const Tensor& root) {
   std::vector<std::shared_ptr<TensorImpl>> order;
@@ -86,8 +93,6 @@ std::vector<std::shared_ptr<TensorImpl>> topological_order(const Tensor& root) {
   return order;
 }
 
-} // namespace
-
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   check_backward_call(root, grad_output);
   const std::vector<std::shared_ptr<TensorImpl>> order = topological_order(root);
@@ -106,9 +111,10 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   NoGradGuard no_grad; // a backward built from ops records nothing
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* impl = it->get();
+    const Tensor dy(impl->grad); // complete: every consumer has run
+    if (g_observer) (*g_observer)(*impl, dy);
     Node* node = impl->grad_fn.get();
     if (!node) continue; // a leaf: its gradient stays
-    const Tensor dy(impl->grad);
     // A node none of whose inputs needs grad any more (a leaf had set_requires_grad(false) after
     // the op was recorded) has nowhere to write.
     bool any_input = false;

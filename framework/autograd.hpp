@@ -81,7 +81,30 @@ private:
 // Attaches a node to `out` if grad mode is on and any input requires grad. Returns `out`.
 Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
 
+// Every tensor `root` depends on that requires grad (root included), each after all the tensors
+// its op read: the order backward walks in reverse. Throws std::logic_error if part of the graph
+// was freed by an earlier backward.
+std::vector<std::shared_ptr<TensorImpl>> topological_order(const Tensor& root);
+
 // The engine. `root` must require grad; `grad_output` has root's shape.
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph);
+
+// A look at every gradient while backward runs, for tools that draw or inspect the graph
+// (framework/graph_dot.hpp): run_backward drops a non-leaf's gradient as soon as its node has
+// used it, so that is the only moment it can be seen. The observer is called once per tensor on
+// the path to the root, in the order backward reaches them, with the tensor's gradient when it is
+// complete (undefined: nothing reached it). While an ObserveGradients is alive, run_backward on
+// this thread calls `observer`; it must not change the gradient.
+using GradientObserver = std::function<void(const TensorImpl& tensor, const Tensor& grad)>;
+class ObserveGradients {
+public:
+  explicit ObserveGradients(GradientObserver observer);
+  ~ObserveGradients();
+  ObserveGradients(const ObserveGradients&) = delete;
+  ObserveGradients& operator=(const ObserveGradients&) = delete;
+private:
+  GradientObserver observer_;
+  const GradientObserver* prev_;
+};
 
 } // namespace headgrad

@@ -15,6 +15,7 @@
 #include "train/checkpoint.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_core.hpp"
+#include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -30,32 +31,11 @@ struct TempDir : test_support::TempDir {
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-  // stderr lines, without the start-up notice printed when headgrad picked the OpenBLAS kernel
-  // itself (that only happens on CPUs where OpenBLAS falls back to a generic kernel)
-  std::vector<std::string> err_lines() const {
-    std::vector<std::string> v;
-    for (auto& l : lines_of(err))
-      if (l.rfind("headgrad: OpenBLAS fell back", 0) != 0) v.push_back(l);
-    return v;
-  }
-};
+using Result = test_support::CliRun;
 
 // Runs the binary with `args` in `cwd`, capturing stdout, stderr and the exit code.
-// env: variables to set in the child ("" as the value: unset it).
 Result run(const std::vector<std::string>& args, const TempDir& cwd, const test_support::EnvChanges& env = {}) {
-  static int n = 0;
-  const std::string out_path = cwd / fmt::format("cli{}.out", n), err_path = cwd / fmt::format("cli{}.err", n);
-  ++n;
-  std::vector<std::string> all = {HEADGRAD_CLI};
-  all.insert(all.end(), args.begin(), args.end());
-  Result r;
-  r.rc = test_support::wait_for(test_support::spawn(all, out_path, err_path, cwd.path.string(), env), 600);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
-  return r;
+  return test_support::run_cli(args, cwd.path, env);
 }
 
 // A tiny, fast configuration; flags given later on the command line override these.
@@ -117,9 +97,9 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"min-len", "4"},         {"vocab", "16"},         {"lr", "*"},             {"optimizer", "adam"},
       {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
       {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"attention", "fused"},
-      {"threads", cores},
-      {"eval-every", "*"},      {"eval-count", "1000"},  {"save-every", "0"},     {"out", ""},             {"resume", ""},
-      {"json", ""},             {"profile", ""},         {"quiet", ""}};
+      {"threads", cores},       {"eval-every", "*"},     {"eval-count", "1000"},  {"save-every", "0"},
+      {"out", ""},              {"resume", ""},          {"graph", ""},           {"json", ""},
+      {"profile", ""},          {"quiet", ""}};
   const auto lines = lines_of(r.out);
   std::size_t flag_lines = 0;
   for (const auto& l : lines)
@@ -350,6 +330,32 @@ TEST_CASE("train --json: a JSON summary on the last stdout line, and eval reads 
     REQUIRE(few.err_lines().size() == 1);
     CHECK(contains(few.err_lines()[0], "--steps 33 is not beyond the checkpoint's step 33"));
   }
+}
+
+TEST_CASE("eval --svg draws the attention weights of any held-out example") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  REQUIRE(run(tiny(out, 5), dir).rc == 0);
+  const std::string ckpt = out + "/model.safetensors";
+  const Result r = run({"eval", "--checkpoint", ckpt, "--count", "20", "--examples", "0", "--svg", "ex7.svg",
+                        "--example", "7", "--threads", "1"},
+                       dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(contains(r.out, "wrote ex7.svg (held-out example 7)"));
+  const train::LoadedRun loaded = train::load_model_checkpoint(ckpt);
+  const data::Batch set = data::make_eval_set(loaded.config.task_config(), 20);
+  const std::int64_t len = set.valid_lens.to_int_vector()[7];
+  const std::string svg = read_file(dir / "ex7.svg");
+  CHECK(svg_check::well_formed(svg) == "");
+  CHECK(contains(svg, "step 5, held-out example 7: " + data::format_sequence(set.tokens, 7, len) + " -&gt; "));
+  // one map per layer and head (1 layer, 2 heads), each len x len
+  CHECK(test_support::count_of(svg, "<g><title>layer 0 head ") == 2);
+  CHECK(test_support::count_of(svg, "</title></rect>") == static_cast<std::size_t>(2 * len * len));
+  const Result bad = run({"eval", "--checkpoint", ckpt, "--count", "20", "--svg", "x.svg", "--example", "20"}, dir);
+  CHECK(bad.rc == 2);
+  REQUIRE(bad.err_lines().size() == 1);
+  CHECK(contains(bad.err_lines()[0], "--example 20 is not below --count 20"));
 }
 
 TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {

@@ -12,6 +12,8 @@
 #include "train/cli/explain/explain_svg.hpp"
 #include "train/cli/explain/tensor_printer.hpp"
 #include "train/heatmap_svg.hpp"
+#include "tests/svg_check.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using namespace headgrad::cli;
@@ -154,4 +156,100 @@ TEST_CASE("explain prints masked (zero) gradients as 0.0000, never -0.0000") {
   std::getline(block, line); // "  [0]"
   std::getline(block, line); // the first query's row: the masked key is the last column
   CHECK(line.substr(line.size() - 7) == " 0.0000");
+}
+
+TEST_CASE("explain --svg: V and every gradient under its forward panel, one key per colour scale") {
+  const explain::Example e = explain::make_example({});
+  explain::TensorPrinter printer(4);
+  explain::Stages stages = explain::forward_stages(e, printer);
+  explain::backward_stages(e, stages, printer);
+  const train::HeatmapGrid grid = explain::explain_grid(e, stages);
+  const std::string svg = train::render_heatmaps_svg(grid);
+  CHECK(svg_check::well_formed(svg) == "");
+  // the forward rows, each followed by the row of its gradients, panel under panel
+  std::vector<std::string> rows;
+  for (const auto& r : grid.rows) rows.push_back(r.title);
+  CHECK(rows == std::vector<std::string>{"projections", "their gradients", "head 0 (cols 0..1)", "head 0 gradients",
+                                         "head 1 (cols 2..3)", "head 1 gradients", "output", "its gradients"});
+  for (std::size_t r = 0; r < grid.rows.size(); r += 2) CHECK(grid.rows[r].maps.size() == grid.rows[r + 1].maps.size());
+  for (const char* panel :
+       {"projections V (Tk x num_hiddens)", "head 1 (cols 2..3) V head (Tk x d)",
+        "their gradients dK (Tk x num_hiddens) heads' dK side by side",
+        "head 0 gradients dQ head (Tq x d) = d scores K / sqrt(d)",
+        "head 1 gradients dK head (Tk x d) = d scores^T Q / sqrt(d)", "head 0 gradients dV head (Tk x d) = weights^T d out",
+        "head 1 gradients d weights (Tq x Tk) = d out V^T",
+        "head 0 gradients d scores (Tq x Tk) = w * (dw - rowsum(dw * w))"}) {
+    INFO(panel);
+    CHECK(svg.find(std::string("<g><title>") + panel + "</title>") != std::string::npos);
+  }
+  // the gradient panels hold the gradients explain printed (head 1's d weights)
+  const Tensor dw = grid.rows[5].maps[4].values;
+  CHECK(dw.shape() == Dims{3, 4});
+  test_support::check_close(dw, stages.weights_in.grad().slice(0, 1, 2).reshape({3, 4}).to_vector());
+  // one key per colour scale: the attention weights' shared 0..1, and the signed one, whose
+  // range every signed panel writes under itself
+  std::size_t signed_panels = 0, weight_panels = 0;
+  for (const auto& r : grid.rows)
+    for (const auto& m : r.maps) (m.scale == train::HeatmapScale::weights ? weight_panels : signed_panels)++;
+  CHECK(weight_panels == 2);
+  CHECK(signed_panels == 32);
+  CHECK(test_support::count_of(svg, "<g class=\"range\">") == signed_panels);
+  CHECK(test_support::count_of(svg, "font-weight=\"bold\">weights</text>") == 1);
+  CHECK(test_support::count_of(svg, "font-weight=\"bold\">signed</text>") == 1);
+  // the output panel's range is its largest |value|
+  double max = 0;
+  for (double v : stages.output.to_vector()) max = std::max(max, std::abs(v));
+  CHECK(svg.find(fmt::format("+{:.2g}</text>", max)) != std::string::npos);
+}
+
+TEST_CASE("explain --bias: the bias gradients are printed and gradient-checked; fixtures have none") {
+  explain::ExplainOptions o;
+  o.bias = true;
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.gradcheck_ok);
+  CHECK(r.stages_match_full_graph);
+  for (const char* piece : {"d W_q.bias = column sums of dQ [4]", "d W_k.bias = column sums of dK [4]",
+                            "d W_o.bias = column sums of dY [4]", "gradcheck W_k.bias"}) {
+    INFO(piece);
+    CHECK(r.text.find(piece) != std::string::npos);
+  }
+  CHECK(r.tensors.size() == 2 + 3 + 8);
+  o.fixture = std::string(HEADGRAD_SOURCE_DIR) + "/tests/reference/fixtures/mha_d2l.safetensors";
+  CHECK_THROWS_WITH_AS(explain::run(o), "--bias: the fixtures' modules have no biases (leave --bias out with --fixture)",
+                       std::invalid_argument);
+}
+
+TEST_CASE("explain --fixture: every printed gradient beside PyTorch's, with the difference") {
+  for (const std::string file : {"mha_d2l", "mha_d2l_lens2d"}) {
+    CAPTURE(file);
+    explain::ExplainOptions o;
+    o.fixture = fmt::format("{}/tests/reference/fixtures/{}.safetensors", HEADGRAD_SOURCE_DIR, file);
+    const std::string text = explain::run(o).text;
+    const auto at = text.find("== backward");
+    const auto end = text.find("== checks");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(end != std::string::npos);
+    const auto lines = test_support::lines_of(text.substr(at, end - at));
+    // a gradient's heading is the line naming its shape ("d scores = ... [4, 4, 6]  ..."); the
+    // next line must name its PyTorch column
+    std::size_t gradients = 0, compared = 0;
+    for (std::size_t i = 0; i + 1 < lines.size(); ++i) {
+      if (lines[i].empty() || lines[i][0] == ' ' || lines[i].find(" [") == std::string::npos) continue;
+      ++gradients;
+      INFO(lines[i]);
+      CHECK(test_support::starts_with(lines[i + 1], "  columns: ours | PyTorch (grad"));
+    }
+    for (const auto& l : lines)
+      if (test_support::starts_with(l, "  max |ours - PyTorch| = ")) {
+        ++compared;
+        INFO(l);
+        // float64 from float32 inputs against PyTorch's float32: float32 round-off, 1e-7 relative
+        // (1.1e-6 at most, on gradients of size 10), well inside PyTorch's atol of 1e-5
+        CHECK(std::stod(l.substr(25)) <= 1e-5);
+      }
+    CHECK(gradients == 18); // R, then every stage, weight and input gradient
+    CHECK(compared == gradients);
+  }
+  // random values: no PyTorch to compare with
+  CHECK(explain::run({}).text.find("PyTorch") == std::string::npos);
 }

@@ -176,4 +176,36 @@ inline int wait_for(pid_t pid, double timeout_s = 60) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
+// What a run of the headgrad binary printed, and its exit code.
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+  // stderr lines, without the start-up notice printed when headgrad picked the OpenBLAS kernel
+  // itself (that only happens on CPUs where OpenBLAS falls back to a generic kernel)
+  std::vector<std::string> err_lines() const {
+    std::vector<std::string> v;
+    for (auto& l : lines_of(err))
+      if (l.rfind("headgrad: OpenBLAS fell back", 0) != 0) v.push_back(l);
+    return v;
+  }
+};
+
+// Runs the headgrad binary (HEADGRAD_CLI) with `args` in `cwd`, capturing stdout, stderr (in
+// files inside cwd) and the exit code. env: variables to set in the child ("" as the value: unset).
+#ifdef HEADGRAD_CLI
+inline CliRun run_cli(const std::vector<std::string>& args, const fs::path& cwd, const EnvChanges& env = {}) {
+  static int n = 0;
+  const std::string out_path = (cwd / fmt::format("cli{}.out", n)).string();
+  const std::string err_path = (cwd / fmt::format("cli{}.err", n)).string();
+  ++n;
+  std::vector<std::string> all = {HEADGRAD_CLI};
+  all.insert(all.end(), args.begin(), args.end());
+  CliRun r;
+  r.rc = wait_for(spawn(all, out_path, err_path, cwd.string(), env), 600);
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  return r;
+}
+#endif
+
 } // namespace test_support

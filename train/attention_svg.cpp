@@ -1,6 +1,7 @@
 #include "train/attention_svg.hpp"
 
 #include <fmt/format.h>
+#include <stdexcept>
 
 #include "framework/autograd.hpp"
 #include "train/heatmap_svg.hpp"
@@ -8,8 +9,12 @@
 namespace headgrad::train {
 
 void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_set, data::Task task,
-                         std::int64_t step, const std::string& path) {
-  const data::Batch one = data::slice_batch(eval_set, 0, 1);
+                         std::int64_t step, const std::string& path, std::int64_t example) {
+  const std::int64_t count = eval_set.tokens.shape()[0];
+  if (example < 0 || example >= count)
+    throw std::invalid_argument(
+        fmt::format("--example {}: the held-out set has examples 0 to {}", example, count - 1));
+  const data::Batch one = data::slice_batch(eval_set, example, 1);
   const std::int64_t len = one.valid_lens.to_int_vector()[0], T = model.config.max_len;
   NoGradGuard ng;
   model.eval();
@@ -18,7 +23,8 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_s
   model.keep_attention_weights(false);
   model.train();
   HeatmapGrid grid;
-  grid.title = fmt::format("attention weights, task {}, step {}: {} -> {}", data::task_name(task), step,
+  grid.title = fmt::format("attention weights, task {}, step {}, held-out example {}: {} -> {}", data::task_name(task),
+                           step, example,
                            data::format_sequence(one.tokens, 0, len),
                            data::format_sequence(data::argmax_last(logits), 0, len));
   const auto toks = one.tokens.to_int_vector();

@@ -2,27 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
-#include <stdexcept>
 
 namespace headgrad::train {
 namespace {
 
-constexpr int kCell = 18, kLabel = 28, kGap = 30, kTop = 50, kTitleH = 20, kLeft = 90;
-
-std::string escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
+constexpr int kCell = 18, kLabel = 28, kGap = 30, kTop = 50, kTitleH = 20, kLeft = 90, kScaleH = 22;
+constexpr int kLegendW = 90, kLegendH = 330; // the keys' column at the right edge
 
 std::string rgb(double r, double g, double b) {
   return fmt::format("#{:02x}{:02x}{:02x}", static_cast<int>(std::lround(r)), static_cast<int>(std::lround(g)),
@@ -42,9 +28,28 @@ std::string signed_color(double v) {
   return rgb(255 + v * (255 - 40), 255 + v * (255 - 90), 255);
 }
 
-// Where each grid column and row starts: column widths and row heights from their largest map.
+bool is_signed(const HeatmapGrid& grid, const Heatmap& map) {
+  return map.scale == HeatmapScale::own_signed || (map.scale == HeatmapScale::grid && grid.signed_values);
+}
+
+std::vector<std::string> title_lines(const std::string& title) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t nl = title.find('\n'); nl != std::string::npos; nl = title.find('\n', start)) {
+    lines.push_back(title.substr(start, nl - start));
+    start = nl + 1;
+  }
+  lines.push_back(title.substr(start));
+  return lines;
+}
+
+// About the width of `text` at font-size 11 (sans-serif averages under 6.5 px a character).
+int text_width(const std::string& text) { return static_cast<int>(text.size()) * 13 / 2; }
+
+// Where each grid column and row starts: column widths from their widest map or title, row heights
+// from their tallest map, their longest title and, with signed maps, the range bar under each.
 struct Layout {
-  std::vector<int> col_x, row_y, row_h;
+  std::vector<int> col_x, row_y, row_h, title_h;
   int width = 0, height = 0;
 };
 
@@ -53,65 +58,116 @@ Layout layout_of(const HeatmapGrid& grid) {
   std::size_t cols = 0;
   for (const auto& r : grid.rows) cols = std::max(cols, r.maps.size());
   std::vector<int> col_w(cols, 0);
-  Layout l{std::vector<int>(cols, kLeft), std::vector<int>(rows, kTop), std::vector<int>(rows, 0)};
-  for (std::size_t r = 0; r < rows; ++r)
+  int left = kLeft; // room for the row titles
+  for (const auto& r : grid.rows) left = std::max(left, text_width(r.title) + 4);
+  Layout l{std::vector<int>(cols, left), std::vector<int>(rows, kTop), std::vector<int>(rows, 0),
+           std::vector<int>(rows, kTitleH)};
+  for (std::size_t r = 0; r < rows; ++r) {
+    int bar = 0;
     for (std::size_t c = 0; c < grid.rows[r].maps.size(); ++c) {
-      const Tensor& m = grid.rows[r].maps[c].values;
+      const Heatmap& map = grid.rows[r].maps[c];
+      const Tensor& m = map.values;
       l.row_h[r] = std::max(l.row_h[r], static_cast<int>(m.shape()[0]) * kCell);
       col_w[c] = std::max(col_w[c], static_cast<int>(m.shape()[1]) * kCell);
+      const auto lines = title_lines(map.title);
+      for (const auto& line : lines) col_w[c] = std::max(col_w[c], text_width(line) - kLabel);
+      l.title_h[r] = std::max(l.title_h[r], kTitleH + 14 * (static_cast<int>(lines.size()) - 1));
+      if (is_signed(grid, map)) bar = kScaleH;
     }
+    l.row_h[r] += bar;
+  }
   for (std::size_t c = 1; c < cols; ++c) l.col_x[c] = l.col_x[c - 1] + kLabel + col_w[c - 1] + kGap;
-  for (std::size_t r = 1; r < rows; ++r) l.row_y[r] = l.row_y[r - 1] + kTitleH + kLabel + l.row_h[r - 1] + kGap;
-  l.width = (cols ? l.col_x[cols - 1] + kLabel + col_w[cols - 1] : kLeft) + 80;
-  l.height = (rows ? l.row_y[rows - 1] + kTitleH + kLabel + l.row_h[rows - 1] : kTop) + 40;
+  for (std::size_t r = 1; r < rows; ++r) l.row_y[r] = l.row_y[r - 1] + l.title_h[r - 1] + kLabel + l.row_h[r - 1] + kGap;
+  l.width = (cols ? l.col_x[cols - 1] + kLabel + col_w[cols - 1] : left) + kLegendW;
+  l.height = (rows ? l.row_y[rows - 1] + l.title_h[rows - 1] + kLabel + l.row_h[rows - 1] : kTop) + 48;
+  l.height = std::max(l.height, kTop + kLegendH);
   return l;
 }
 
-// One map with its title, its cells (hover: the value) and its labels; (x, y) is its title's corner.
-std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const Heatmap& map, int x, int y) {
+// A signed map's own scale under it: a colour bar from -max to +max with the numbers.
+std::string range_bar_svg(int x, int y, int width, double max) {
+  std::string s = "<g class=\"range\">\n";
+  const int w = std::max(width, 90), step = w / 9;
+  for (int k = 0; k < 9; ++k)
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"6\" fill=\"{}\"/>\n", x + k * step, y, step,
+                     signed_color(k / 4.0 - 1));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"9\">-{:.2g}</text><text x=\"{}\" y=\"{}\" font-size=\"9\" "
+                   "text-anchor=\"middle\">0</text><text x=\"{}\" y=\"{}\" font-size=\"9\" text-anchor=\"end\">+{:.2g}</text>\n",
+                   x, y + 16, max, x + 9 * step / 2, y + 16, x + 9 * step, y + 16, max);
+  return s + "</g>\n";
+}
+
+// One map with its title, its cells (hover: the value), its labels and, when signed, its range;
+// (x, y) is its title's corner and title_h the height of its row's titles.
+std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const Heatmap& map, int x, int y,
+                    int title_h) {
   const std::int64_t nq = map.values.shape()[0], nk = map.values.shape()[1];
-  const int mx = x + kLabel, my = y + kTitleH + kLabel;
-  std::string s = fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", mx, y + 12, escape(map.title));
+  const int mx = x + kLabel, my = y + title_h + kLabel;
+  const auto lines = title_lines(map.title);
+  std::string s, flat;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    s += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", mx, y + 12 + 14 * static_cast<int>(i), xml_escape(lines[i]));
+    flat += (i ? " " : "") + lines[i];
+  }
   const auto v = map.values.to_vector();
+  const bool own = is_signed(grid, map);
   double scale = 0; // signed maps: each on its own scale, the largest |value| at full colour
   for (double a : v) scale = std::max(scale, std::abs(a));
   if (scale == 0) scale = 1;
-  s += fmt::format("<g><title>{} {}</title>\n", escape(row_title), escape(map.title));
+  s += fmt::format("<g><title>{} {}</title>\n", xml_escape(row_title), xml_escape(flat));
   for (std::int64_t i = 0; i < nq; ++i)
     for (std::int64_t j = 0; j < nk; ++j) {
       const double w = v[static_cast<std::size_t>(i * nk + j)];
       s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>[{}, {}] = {:.4f}</title></rect>\n",
-                       mx + j * kCell, my + i * kCell, kCell, kCell,
-                       grid.signed_values ? signed_color(w / scale) : weight_color(w), i, j, w);
+                       mx + j * kCell, my + i * kCell, kCell, kCell, own ? signed_color(w / scale) : weight_color(w), i,
+                       j, w);
     }
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n</g>\n", mx, my,
                    nk * kCell, nq * kCell);
+  if (own) s += range_bar_svg(mx, my + static_cast<int>(nq) * kCell + 6, static_cast<int>(nk) * kCell, scale);
   for (std::int64_t j = 0; j < nk && j < static_cast<std::int64_t>(grid.key_labels.size()); ++j)
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", mx + j * kCell + kCell / 2, my - 6,
-                     escape(grid.key_labels[static_cast<std::size_t>(j)]));
+                     xml_escape(grid.key_labels[static_cast<std::size_t>(j)]));
   for (std::int64_t i = 0; i < nq && i < static_cast<std::int64_t>(grid.query_labels.size()); ++i)
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", mx - 4, my + i * kCell + kCell / 2 + 4,
-                     escape(grid.query_labels[static_cast<std::size_t>(i)]));
+                     xml_escape(grid.query_labels[static_cast<std::size_t>(i)]));
   return s;
 }
 
-// The colour key at the right edge; for signed maps also two lines under the grid saying that
-// every panel has its own scale (the same colour means different values in different panels).
-std::string legend_svg(const HeatmapGrid& grid, int width, int height) {
-  std::string s;
-  if (grid.signed_values)
-    s += fmt::format("<text x=\"10\" y=\"{}\">each panel has its own signed colour scale:</text>\n"
-                     "<text x=\"10\" y=\"{}\">blue = -max, white = 0, red = +max, max = the largest |value| in "
-                     "that panel</text>\n",
-                     height - 24, height - 10);
-  const int bx = width - 44, by = kTop + 10;
+// A colour key at the right edge: ten steps from `low` (bottom) to `high` (top), under a caption.
+std::string key_svg(int x, int y, const char* caption, const char* high, const char* low, bool signed_scale) {
+  std::string s = fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", x, y, caption);
   for (int k = 0; k < 10; ++k) {
     const double t = k / 9.0;
-    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"12\" fill=\"{}\"/>\n", bx, by + (9 - k) * 12,
-                     grid.signed_values ? signed_color(2 * t - 1) : weight_color(t));
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"12\" fill=\"{}\"/>\n", x, y + 8 + (9 - k) * 12,
+                     signed_scale ? signed_color(2 * t - 1) : weight_color(t));
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\">{}</text>\n", bx + 18, by + 10,
-                   grid.signed_values ? "+max" : "1", bx + 18, by + 120, grid.signed_values ? "-max" : "0");
+  s += fmt::format("<text x=\"{}\" y=\"{}\">{}</text><text x=\"{}\" y=\"{}\">{}</text>\n", x + 18, y + 18, high, x + 18,
+                   y + 128, low);
+  return s;
+}
+
+// One key per colour scale in the picture: the weights' shared 0..1, and the signed scale (each
+// signed panel's own max is under the panel); for signed maps also two lines under the grid
+// saying that every panel has its own scale (the same colour means different values in
+// different panels).
+std::string legend_svg(const HeatmapGrid& grid, int width, int height) {
+  bool weights = false, own = false;
+  for (const auto& row : grid.rows)
+    for (const auto& map : row.maps) (is_signed(grid, map) ? own : weights) = true;
+  std::string s;
+  if (own)
+    s += fmt::format("<text x=\"10\" y=\"{}\">each panel has its own signed colour scale:</text>\n"
+                     "<text x=\"10\" y=\"{}\">blue = -max, white = 0, red = +max, max = the largest |value| in "
+                     "that panel (written under it)</text>\n",
+                     height - 24, height - 10);
+  const int x = width - kLegendW + 24;
+  int y = kTop + 10;
+  if (weights || !own) {
+    s += key_svg(x, y, "weights", "1", "0", false);
+    y += 160;
+  }
+  if (own) s += key_svg(x, y, "signed", "+max", "-max", true);
   return s;
 }
 
@@ -123,28 +179,17 @@ std::string render_heatmaps_svg(const HeatmapGrid& grid) {
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"10\" y=\"24\" font-size=\"15\">{}</text>\n",
-      l.width, l.height, l.width, l.height, escape(grid.title));
+      l.width, l.height, l.width, l.height, xml_escape(grid.title));
   for (std::size_t r = 0; r < grid.rows.size(); ++r) {
     const HeatmapRow& row = grid.rows[r];
     s += fmt::format("<text x=\"8\" y=\"{}\" font-weight=\"bold\">{}</text>\n",
-                     l.row_y[r] + kTitleH + kLabel + l.row_h[r] / 2, escape(row.title));
-    for (std::size_t c = 0; c < row.maps.size(); ++c) s += map_svg(grid, row.title, row.maps[c], l.col_x[c], l.row_y[r]);
+                     l.row_y[r] + l.title_h[r] + kLabel + l.row_h[r] / 2, xml_escape(row.title));
+    for (std::size_t c = 0; c < row.maps.size(); ++c)
+      s += map_svg(grid, row.title, row.maps[c], l.col_x[c], l.row_y[r], l.title_h[r]);
   }
   s += legend_svg(grid, l.width, l.height);
   s += "</svg>\n";
   return s;
-}
-
-void write_svg_file(const std::string& path, const std::string& svg) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << svg;
-    if (!f) throw std::runtime_error(fmt::format("{}: cannot write", path));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error(fmt::format("{}: cannot write ({})", path, ec.message()));
 }
 
 } // namespace headgrad::train

@@ -5,12 +5,21 @@
 #include <vector>
 
 #include "framework/tensor.hpp"
+#include "train/svg_file.hpp" // write_svg_file
 
 namespace headgrad::train {
 
+// How a map's values become colours.
+enum class HeatmapScale {
+  grid,    // as the grid says (signed_values)
+  weights, // values in [0, 1] (attention weights): white..blue, one scale shared by all such maps
+  own_signed, // its own signed scale: blue (-max) .. white (0) .. red (+max), max = its largest |value|
+};
+
 struct Heatmap {
-  std::string title; // above the map, e.g. "head 1"
+  std::string title; // above the map, e.g. "head 1"; '\n' starts a second line
   Tensor values;     // 2-D (rows, cols)
+  HeatmapScale scale = HeatmapScale::grid;
 };
 
 struct HeatmapRow {
@@ -24,15 +33,11 @@ struct HeatmapGrid {
   std::vector<std::string> query_labels; // labels along each map's rows (optional)
   std::vector<std::string> key_labels;   // labels along each map's columns (optional)
   // false: values are weights in [0, 1], drawn white..blue. true: each map is drawn on its own
-  // scale, blue (most negative) .. white (0) .. red (most positive), and the legend says so;
-  // hover shows the raw value.
+  // scale, blue (most negative) .. white (0) .. red (most positive), with its range under it, and
+  // the legend says so; hover shows the raw value. A map's own `scale` overrides this.
   bool signed_values = false;
 };
 
 std::string render_heatmaps_svg(const HeatmapGrid& grid);
-
-// Writes `svg` to `path` through a temporary file renamed into place, so a reader never sees a
-// half-written picture. Throws std::runtime_error naming the path if it cannot.
-void write_svg_file(const std::string& path, const std::string& svg);
 
 } // namespace headgrad::train

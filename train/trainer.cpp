@@ -12,6 +12,7 @@
 #include "framework/profiler.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/attention_svg.hpp"
+#include "train/curves_svg.hpp"
 #include "train/metrics_csv.hpp"
 #include "train/progress.hpp"
 #include "train/run_optimizer.hpp"
@@ -143,6 +144,7 @@ private:
     last_eval_step_ = s;
     progress_.eval(s, sum_.eval);
     csv_.eval_row(s, sum_.eval);
+    write_run_curves(o_.out_dir);
   }
 
   void save(std::int64_t s) {

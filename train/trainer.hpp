@@ -1,5 +1,5 @@
 // trainer.hpp - the training loop behind `headgrad train`: batches, train_step, progress,
-// evaluation, metrics.csv, checkpoints and the attention picture.
+// evaluation, metrics.csv and its curves, checkpoints and the attention picture.
 #pragma once
 #include <cstdint>
 #include <string>

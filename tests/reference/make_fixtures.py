@@ -154,6 +154,45 @@ def fixture_masked_softmax():
                                 grad="grad.X_* = d/dX sum(y_* * grad_output)"))
 
 
+def keep_stage_tensors(net):
+    """Forward hooks on d2l's MultiHeadAttention that keep, with their gradients, the tensors between
+    its stages: the projections Q, K, V; DotProductAttention's per-head inputs and output; W_o's
+    input (transpose_output's result). The attention weights are the module's attention_weights."""
+    stage = {}
+
+    def keep(name, t):
+        if not t.requires_grad:  # the sanity checks' no_grad forward
+            return
+        t.retain_grad()
+        stage[name] = t
+
+    for name, layer in (("Q", net.W_q), ("K", net.W_k), ("V", net.W_v)):
+        layer.register_forward_hook(lambda m, inp, out, name=name: keep(name, out))
+
+    def attention_hook(m, inp, out):
+        for name, t in zip(("Q_heads", "K_heads", "V_heads"), inp[:3]):
+            keep(name, t)
+        keep("heads_out", out)
+
+    net.attention.register_forward_hook(attention_hook)
+    net.W_o.register_forward_pre_hook(lambda m, inp: keep("concat", inp[0]))
+    return stage
+
+
+def stage_gradients(stage, valid_lens, H):
+    """grad.<stage> tensors for `headgrad explain --fixture`, in the order explain prints them. The scores
+    are not kept by d2l's code (masked_softmax writes into them in place), so their gradient is
+    torch's VJP of d2l's masked_softmax at the recomputed scores, from the weights' gradient."""
+    Qh, Kh = stage["Q_heads"].detach(), stage["K_heads"].detach()
+    scores = (torch.bmm(Qh, Kh.transpose(1, 2)) / math.sqrt(Qh.shape[-1])).requires_grad_(True)
+    weights = masked_softmax(scores * 1.0, torch.repeat_interleave(valid_lens, H, dim=0))
+    assert torch.equal(weights.detach(), stage["weights"].detach()), "recomputed weights differ"
+    (d_scores,) = torch.autograd.grad(weights, scores, stage["weights"].grad)
+    names = ["concat", "heads_out", "weights", "V_heads"]
+    out = [("grad." + n, stage[n].grad) for n in names] + [("grad.scores", d_scores)]
+    return out + [("grad." + n, stage[n].grad) for n in ("Q_heads", "K_heads", "Q", "K", "V")]
+
+
 def fixture_mha_d2l(filename, lens2d, seed):
     B, Tq, Tk, H = 2, 4, 6, 2
     key_size, query_size, value_size, num_hiddens = 5, 6, 7, 8
@@ -170,9 +209,13 @@ def fixture_mha_d2l(filename, lens2d, seed):
     else:
         valid_lens = torch.tensor([3, 2], dtype=torch.int64)
     params = [(n, p.detach().clone()) for n, p in net.named_parameters()]
+    stage = keep_stage_tensors(net)
     output = net(queries, keys, values, valid_lens)
+    stage["weights"] = net.attention.attention_weights
+    stage["weights"].retain_grad()
     attw = net.attention.attention_weights.detach().reshape(B, H, Tq, Tk)  # row b*H+h -> [b, h]
     (output * grad_output).sum().backward()
+    stage_grads = stage_gradients(stage, valid_lens, H)
 
     # sanity: weights are 0 beyond each row's length, and reproduce the output
     lens_bq = valid_lens[:, None].expand(B, Tq) if not lens2d else valid_lens
@@ -189,13 +232,17 @@ def fixture_mha_d2l(filename, lens2d, seed):
     tensors += [("grad_output", grad_output), ("output", output.detach()), ("attention_weights", attw),
                 ("grad.queries", queries.grad), ("grad.keys", keys.grad), ("grad.values", values.grad)]
     tensors += [("grad." + n, p.grad.detach()) for n, p in net.named_parameters()]
+    tensors += stage_grads
     save_and_verify(filename, tensors,
                     common_meta(seed=str(seed), module="d2l MultiHeadAttention",
                                 key_size=key_size, query_size=query_size, value_size=value_size,
                                 num_hiddens=num_hiddens, num_heads=H, dropout=0, bias="False",
                                 valid_lens="(B,)" if not lens2d else "(B,Tq)",
                                 attention_weights="d2l (B*H,Tq,Tk) reshaped to (B,H,Tq,Tk)",
-                                grad="grad.* = d/d* sum(output * grad_output)"))
+                                grad="grad.* = d/d* sum(output * grad_output)",
+                                stage_grads="grad.concat (W_o input), grad.heads_out, grad.weights, grad.V_heads, "
+                                            "grad.scores, grad.Q_heads, grad.K_heads (B*H, T, *), grad.Q/K/V "
+                                            "(projections, B, T, num_hiddens)"))
 
 
 def fixture_mha_self():

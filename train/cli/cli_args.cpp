@@ -13,11 +13,15 @@ const FlagSpec& Args::spec(const std::string& name) const {
   throw std::logic_error("cli: flag --" + name + " was never declared"); // a programming error
 }
 
-void Args::parse(int argc, char** argv, int first) {
+void Args::parse(int argc, char** argv, int first, std::vector<std::string>* positional) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       help_ = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0 && positional) {
+      positional->push_back(a);
       continue;
     }
     if (a.rfind("--", 0) != 0)

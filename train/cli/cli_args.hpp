@@ -28,8 +28,8 @@ class Args {
 public:
   Args(std::string command, std::vector<FlagSpec> specs) : command_(std::move(command)), specs_(std::move(specs)) {}
   // Parses argv[first..argc). Throws CliError for unknown flags, missing or malformed values and
-  // positional arguments. --help sets help().
-  void parse(int argc, char** argv, int first);
+  // positional arguments (unless `positional` collects them, in order). --help sets help().
+  void parse(int argc, char** argv, int first, std::vector<std::string>* positional = nullptr);
   bool help() const { return help_; }
   std::string usage() const; // the --help text, listing every flag with its default
 

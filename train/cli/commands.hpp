@@ -10,5 +10,6 @@ int eval_command(int argc, char** argv);      // headgrad eval --checkpoint FILE
 int gradcheck_command(int argc, char** argv); // headgrad gradcheck
 int info_command(int argc, char** argv);      // headgrad info
 int explain_command(int argc, char** argv);   // headgrad explain
+int plot_command(int argc, char** argv);      // headgrad plot RUN_DIR...
 
 } // namespace headgrad::cli

@@ -5,6 +5,7 @@
 
 #include "framework/autograd.hpp"
 #include "framework/runtime/threads.hpp"
+#include "train/attention_svg.hpp"
 #include "train/checkpoint.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
@@ -17,15 +18,23 @@ int eval_command(int argc, char** argv) {
                      {"eval-count", Kind::integer, "1000", "held-out sequences to score (as train's --eval-count)"},
                      {"count", Kind::integer, "", "the same as --eval-count (its older name)"},
                      {"examples", Kind::integer, "5", "examples to print"},
+                     {"svg", Kind::text, "", "draw every layer's and head's attention weights on one example here",
+                      "FILE"},
+                     {"example", Kind::integer, "0", "which held-out example --svg draws (0 .. count-1)"},
                      {"threads", Kind::integer, std::to_string(runtime::available_cores()), "threads"}});
   args.parse(argc, argv, 2);
   if (args.help()) {
-    fmt::print("usage: headgrad eval --checkpoint FILE [flags]\n\nflags:\n{}", args.usage());
+    fmt::print("usage: headgrad eval --checkpoint FILE [flags]\n\nHeld-out loss, token and sequence accuracy of a "
+               "checkpoint of headgrad train, a few of its\npredictions, and (--svg) the attention weights on any "
+               "held-out example.\n\nflags:\n{}",
+               args.usage());
     return 0;
   }
   if (args.text("checkpoint").empty()) throw CliError("--checkpoint FILE is required");
   const std::int64_t count = args.integer_at_least(args.given("count") ? "count" : "eval-count", 1);
   const std::int64_t examples = args.integer_at_least("examples", 0);
+  const std::int64_t example = args.integer_at_least("example", 0);
+  if (example >= count) throw CliError(fmt::format("--example {} is not below --count {}", example, count));
   runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
   train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
   const data::Batch set = data::make_eval_set(run.config.task_config(), count);
@@ -45,6 +54,14 @@ int eval_command(int argc, char** argv) {
       fmt::print("  {}  ->  {}  (target {}){}\n", data::format_sequence(b.tokens, row, lens[i]), p, t,
                  p == t ? "" : "  WRONG");
     }
+  }
+  if (!args.text("svg").empty()) {
+    try {
+      train::write_attention_svg(*run.model, set, run.config.task, run.step, args.text("svg"), example);
+    } catch (const std::runtime_error&) {
+      throw CliError(fmt::format("--svg {}: cannot write", args.text("svg")));
+    }
+    fmt::print("wrote {} (held-out example {})\n", args.text("svg"), example);
   }
   return 0;
 }

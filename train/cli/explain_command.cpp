@@ -17,14 +17,23 @@ int explain_command(int argc, char** argv) {
                         {"valid-len", Kind::integer, "3", "valid length of every batch row (keys beyond are masked)"},
                         {"seed", Kind::integer, "0", "seed of the random inputs and weights"},
                         {"precision", Kind::integer, "4", "decimals printed"},
-                        {"svg", Kind::text, "", "also draw the head split and each head's weights to this SVG", "FILE"},
-                        {"fixture", Kind::text, "", "use inputs/weights from a PyTorch fixture (tests/reference)", "FILE"}});
+                        {"bias", Kind::flag, "false", "projections with biases (d2l's bias=True)"},
+                        {"svg", Kind::text, "", "also draw every stage and each head's gradients to this SVG", "FILE"},
+                        {"graph", Kind::text, "",
+                         "also write the autograd graph (op, shape, gradient norm per node) as DOT, and SVG when "
+                         "Graphviz's dot is installed",
+                         "FILE"},
+                        {"fixture", Kind::text, "",
+                         "use inputs/weights from a PyTorch fixture (tests/reference); gradients are printed "
+                         "beside PyTorch's",
+                         "FILE"}});
   args.parse(argc, argv, 2);
   if (args.help()) {
     fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
                "by step, every named tensor\n(projections, transpose_qkv, scores, masked softmax, per-head outputs, "
                "transpose_output,\nthe output projection), then every gradient in reverse, then the float64 gradient "
-               "check.\n\nflags:\n{}",
+               "check.\nWith --fixture, each gradient is printed beside PyTorch's and the difference; --svg draws "
+               "every\nstage with its gradients, --graph the autograd graph.\n\nflags:\n{}",
                args.usage());
     return 0;
   }
@@ -37,7 +46,9 @@ int explain_command(int argc, char** argv) {
   o.valid_len = args.integer("valid-len");
   o.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
   o.precision = static_cast<int>(args.integer("precision"));
+  o.bias = args.flag("bias");
   o.svg = args.text("svg");
+  o.graph = args.text("graph");
   o.fixture = args.text("fixture");
   explain::ExplainResult r;
   try {

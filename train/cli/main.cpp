@@ -19,6 +19,7 @@ constexpr const char* kUsage =
     "  eval        held-out accuracy and examples of a checkpoint (headgrad eval --checkpoint FILE)\n"
     "  gradcheck   run the float64 gradient-check table over every op and model\n"
     "  explain     multi-head attention on a tiny example: every tensor, every gradient, the gradcheck\n"
+    "  plot        training curves of one or more runs in one SVG (headgrad plot RUN_DIR... --out FILE)\n"
     "  info        BLAS build, active kernel, threads and CPU features\n";
 
 } // namespace
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     if (cmd == "gradcheck") return headgrad::cli::gradcheck_command(argc, argv);
     if (cmd == "info") return headgrad::cli::info_command(argc, argv);
     if (cmd == "explain") return headgrad::cli::explain_command(argc, argv);
+    if (cmd == "plot") return headgrad::cli::plot_command(argc, argv);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -42,7 +44,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     // An error is one line (the header's promise); the usage is one --help away.
-    std::fputs(fmt::format("headgrad: unknown command '{}' (commands: train, eval, gradcheck, explain, info; see "
+    std::fputs(fmt::format("headgrad: unknown command '{}' (commands: train, eval, gradcheck, explain, plot, info; see "
                            "headgrad --help)\n",
                            cmd)
                    .c_str(),

@@ -12,6 +12,8 @@
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
 #include "train/cli/run_config_flags.hpp"
+#include "train/graph_files.hpp"
+#include "train/step_graph.hpp"
 #include "train/trainer.hpp"
 
 namespace headgrad::cli {
@@ -28,6 +30,10 @@ std::vector<FlagSpec> train_flags() {
       {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
       {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
       {"resume", Kind::text, "", "continue from this model.safetensors (its optimizer.safetensors beside it)", "CKPT"},
+      {"graph", Kind::text, "",
+       "first write the autograd graph of one training step (op, shape, gradient norm per node) as DOT, and SVG "
+       "when Graphviz's dot is installed",
+       "FILE"},
       {"json", Kind::flag, "false", "print the summary as one JSON object on the last line"},
       {"profile", Kind::flag, "false", "print time per op type, forward and backward"},
       {"quiet", Kind::flag, "false", "no progress output"},
@@ -49,6 +55,7 @@ std::string default_out_dir(const std::string& task) {
 struct TrainRequest {
   train::TrainOptions options;
   std::optional<train::LoadedRun> resumed;
+  std::string graph; // --graph FILE
 };
 
 TrainRequest train_request(const Args& args) {
@@ -63,6 +70,7 @@ TrainRequest train_request(const Args& args) {
   o.profile = args.flag("profile");
   o.quiet = args.flag("quiet");
   o.resume = args.text("resume");
+  r.graph = args.text("graph");
   if (!o.resume.empty()) {
     r.resumed = train::load_model_checkpoint(o.resume);
     o.run = resumed_run_config(args, o.run, *r.resumed, o.resume);
@@ -70,6 +78,34 @@ TrainRequest train_request(const Args& args) {
   o.out_dir = args.given("out") ? args.text("out") : default_out_dir(data::task_name(o.run.task));
   if (o.out_dir.empty()) throw CliError("--out needs a directory name");
   return r;
+}
+
+// --graph: the graph of the run's next training step, drawn on a model of its own (the run's
+// initial weights, or the checkpoint's) so that the run itself is not touched.
+std::string draw_step_graph(const train::TrainOptions& o, const std::string& path) {
+  train::LoadedRun resumed;
+  std::int64_t done = 0;
+  std::unique_ptr<models::SequenceModel> model;
+  if (o.resume.empty()) {
+    model = std::make_unique<models::SequenceModel>(o.run.model_config(), o.run.seed);
+  } else {
+    resumed = train::load_model_checkpoint(o.resume);
+    model = std::move(resumed.model);
+    done = resumed.step;
+  }
+  // the batch train_step sees at step done + 1
+  const data::Batch batch = data::make_batch(o.run.task_config(), o.run.seed, static_cast<std::uint64_t>(done), o.run.batch);
+  const Graph g = train::training_step_graph(*model, batch);
+  const train::RunConfig& c = o.run;
+  const std::string title = fmt::format(
+      "one training step (step {}): task {}, d {}, {} heads, {} layers, batch {}; root: the masked cross-entropy; "
+      "each node: op, shape, norm of its gradient",
+      done + 1, data::task_name(c.task), c.d_model, c.heads, c.layers, c.batch);
+  try {
+    return train::write_graph_files(path, g, title);
+  } catch (const std::runtime_error&) {
+    throw CliError(fmt::format("--graph {}: cannot write", path));
+  }
 }
 
 void print_banner(const train::TrainOptions& o) {
@@ -110,7 +146,8 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
   fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}\n", s.steps,
              s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
              s.interrupted ? " (interrupted)" : "");
-  if (!o.json) fmt::print("wrote {}/metrics.csv, {}, {}/attention.svg\n", o.out_dir, s.checkpoint, o.out_dir);
+  if (!o.json)
+    fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}, {}/attention.svg\n", o.out_dir, o.out_dir, s.checkpoint, o.out_dir);
   if (o.json)
     fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
                "\"tokens_per_s\": {:.1f}, \"seconds\": {:.3f}, \"interrupted\": {}, \"out\": \"{}\"}}\n",
@@ -125,14 +162,18 @@ int train_command(int argc, char** argv) {
   args.parse(argc, argv, 2);
   if (args.help()) {
     fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
-               "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, model.safetensors, "
-               "optimizer.safetensors and attention.svg to --out.\n\nflags:\n{}",
+               "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
+               "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\n\nflags:\n{}",
                args.usage());
     return 0;
   }
   TrainRequest request = train_request(args);
   const train::TrainOptions& o = request.options;
   print_banner(o);
+  if (!request.graph.empty()) {
+    const std::string wrote = draw_step_graph(o, request.graph);
+    if (!o.quiet) fmt::print("{}\n", wrote);
+  }
   train::install_interrupt_handler();
   const train::TrainSummary s = request.resumed ? train::train(o, std::move(*request.resumed)) : train::train(o);
   if (o.profile) print_profile();

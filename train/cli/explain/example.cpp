@@ -48,6 +48,8 @@ void check_sizes(const Example& e, const ExplainOptions& o) {
   positive(e.H, "heads");
   if (e.h % e.H != 0)
     throw std::invalid_argument(fmt::format("--hidden ({}) must be divisible by --heads ({})", e.h, e.H));
+  if (!o.fixture.empty() && o.bias)
+    throw std::invalid_argument("--bias: the fixtures' modules have no biases (leave --bias out with --fixture)");
   if (o.fixture.empty() && (o.valid_len < 0 || o.valid_len > e.Tk))
     throw std::invalid_argument(fmt::format("--valid-len must be in [0, --keys = {}], got {}", e.Tk, o.valid_len));
 }
@@ -72,9 +74,16 @@ void fill_from_fixture(Example& e, const ExplainOptions& o, const io::Safetensor
   e.valid_lens = fx.at("valid_lens");
   e.R = fx.at("grad_output").to(f64).contiguous();
   e.source = "values from " + o.fixture;
+  for (const auto& [name, t] : fx.tensors)
+    if (name.rfind("grad", 0) == 0) e.pytorch[name] = t.to(f64).contiguous();
 }
 
 } // namespace
+
+Tensor Example::pytorch_grad(const std::string& name) const {
+  auto it = pytorch.find(name);
+  return it == pytorch.end() ? Tensor() : it->second;
+}
 
 Example make_example(const ExplainOptions& o) {
   if (o.precision < 0 || o.precision > 12)
@@ -86,7 +95,7 @@ Example make_example(const ExplainOptions& o) {
   e.d = e.h / e.H;
   Generator gen(o.seed);
   // d2l's signature (key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias)
-  e.mha = std::make_unique<models::MultiHeadAttention>(e.k_size, e.q_size, e.v_size, e.h, e.H, 0.0, false, gen, f64);
+  e.mha = std::make_unique<models::MultiHeadAttention>(e.k_size, e.q_size, e.v_size, e.h, e.H, 0.0, o.bias, gen, f64);
   if (o.fixture.empty()) fill_random(e, o, gen);
   else fill_from_fixture(e, o, fx);
   e.queries.set_requires_grad();

@@ -3,6 +3,7 @@
 // random from a seed or read from a PyTorch fixture.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,12 @@ struct Example {
   Tensor valid_lens;            // (B) or (B, Tq)
   Tensor R;                     // dL/d(output), (B, Tq, h)
   std::string source;           // "random values, seed 0" or "values from FILE"
+  // PyTorch's gradients by fixture name (grad_output, grad.scores, grad.W_q.weight, ...), float64;
+  // empty for random values. A fixture older than the stage gradients has only the leaves'.
+  std::map<std::string, Tensor> pytorch;
+
+  // PyTorch's value of the gradient `name`, or an undefined tensor if the example has none.
+  Tensor pytorch_grad(const std::string& name) const;
 };
 
 // Throws std::invalid_argument for impossible options (hidden % heads, valid_len > keys, ...).

@@ -2,13 +2,16 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <stdexcept>
 
 #include "framework/gradcheck.hpp"
+#include "framework/graph_dot.hpp"
 #include "framework/ops/ops.hpp"
 #include "train/cli/explain/example.hpp"
 #include "train/cli/explain/explain_svg.hpp"
 #include "train/cli/explain/stages.hpp"
 #include "train/cli/explain/tensor_printer.hpp"
+#include "train/graph_files.hpp"
 
 namespace headgrad::cli::explain {
 namespace {
@@ -22,18 +25,23 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 void print_header(const Example& e, TensorPrinter& p) {
   p.line(fmt::format("Multi-head attention, d2l's MultiHeadAttention(key_size={}, query_size={}, value_size={}, "
-                     "num_hiddens={}, num_heads={}, dropout=0, bias=false)",
-                     e.k_size, e.q_size, e.v_size, e.h, e.H));
+                     "num_hiddens={}, num_heads={}, dropout=0, bias={})",
+                     e.k_size, e.q_size, e.v_size, e.h, e.H, e.mha->W_q->bias.defined()));
   p.line(fmt::format("batch {}, {} queries, {} keys, num_hiddens {}, {} heads of d = {}, valid_lens = [{}]; {}", e.B,
                      e.Tq, e.Tk, e.h, e.H, e.d, fmt::join(e.valid_lens.to_int_vector(), ", "), e.source));
   p.line("Loss L = sum(output * R) for a fixed random R, so dL/d(output) = R.");
 }
 
-// The gradients of the example's inputs and weights, in the order queries, keys, values, W_q,
-// W_k, W_v, W_o, and the tensors themselves.
+// The example's inputs, then its parameters (W_q.weight, [W_q.bias,] ... W_o.weight), by name.
+NamedTensors inputs_of(const Example& e) { return {{"queries", e.queries}, {"keys", e.keys}, {"values", e.values}}; }
+NamedTensors named_leaves_of(const Example& e) {
+  NamedTensors leaves = inputs_of(e);
+  for (auto& named : e.mha->named_parameters()) leaves.push_back(named);
+  return leaves;
+}
 std::vector<Tensor> leaves_of(const Example& e) {
-  std::vector<Tensor> leaves = {e.queries, e.keys, e.values};
-  for (auto& prm : e.mha->parameters()) leaves.push_back(prm);
+  std::vector<Tensor> leaves;
+  for (auto& [name, t] : named_leaves_of(e)) leaves.push_back(t);
   return leaves;
 }
 
@@ -55,14 +63,30 @@ std::vector<Tensor> check_against_full_graph(const Example& e, TensorPrinter& p,
 void gradient_check(const Example& e, TensorPrinter& p, ExplainResult& res) {
   const GradcheckResult gc = gradcheck_leaves(
       [&]() { return ops::sum(e.mha->forward(e.queries, e.keys, e.values, e.valid_lens) * e.R); }, leaves_of(e));
-  const char* names[] = {"queries", "keys", "values", "W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight"};
+  const NamedTensors names = named_leaves_of(e);
   for (std::size_t i = 0; i < gc.inputs.size(); ++i) {
     const auto& r = gc.inputs[i];
-    p.line(fmt::format("gradcheck {:<11} {:<12} max abs err {:.2e}  max rel err {:.2e}  {}", names[i], r.shape.str(),
-                       r.max_abs_err, r.max_rel_err, r.ok ? "PASS" : "FAIL"));
+    p.line(fmt::format("gradcheck {:<11} {:<12} max abs err {:.2e}  max rel err {:.2e}  {}", names[i].first,
+                       r.shape.str(), r.max_abs_err, r.max_rel_err, r.ok ? "PASS" : "FAIL"));
   }
   res.gradcheck_ok = gc.ok;
   p.line(fmt::format("gradcheck (float64, eps 1e-6, atol 1e-5, rtol 1e-3): {}", gc.ok ? "PASS" : "FAIL"));
+}
+
+// The autograd graph of one backward through the whole module from R, with every gradient norm
+// (leaf gradients zeroed first, so theirs are this backward's alone).
+std::string draw_graph(const Example& e, const std::string& path) {
+  for (auto& l : leaves_of(e)) l.zero_grad();
+  const Tensor output = e.mha->forward(e.queries, e.keys, e.values, e.valid_lens);
+  const Graph g = backward_with_graph(output, e.R, {e.mha->named_parameters(), inputs_of(e)});
+  const std::string title = fmt::format("d2l's MultiHeadAttention ({} heads, num_hiddens {}), backward from dL/d output "
+                                        "= R; each node: op, shape, norm of its gradient",
+                                        e.H, e.h);
+  try {
+    return train::write_graph_files(path, g, title);
+  } catch (const std::runtime_error&) {
+    throw std::invalid_argument(fmt::format("--graph {}: cannot write", path));
+  }
 }
 
 } // namespace
@@ -82,15 +106,11 @@ ExplainResult run(const ExplainOptions& o) {
     write_explain_svg(o.svg, e, s);
     p.line(fmt::format("wrote {}", o.svg));
   }
+  if (!o.graph.empty()) p.line(draw_graph(e, o.graph));
   res.tensors = {{"output", s.output.detach()},
-                 {"attention_weights", s.weights.detach().reshape({e.B, e.H, e.Tq, e.Tk})},
-                 {"grad.queries", staged[0]},
-                 {"grad.keys", staged[1]},
-                 {"grad.values", staged[2]},
-                 {"grad.W_q.weight", staged[3]},
-                 {"grad.W_k.weight", staged[4]},
-                 {"grad.W_v.weight", staged[5]},
-                 {"grad.W_o.weight", staged[6]}};
+                 {"attention_weights", s.weights.detach().reshape({e.B, e.H, e.Tq, e.Tk})}};
+  const NamedTensors leaves = named_leaves_of(e);
+  for (std::size_t i = 0; i < leaves.size(); ++i) res.tensors.emplace_back("grad." + leaves[i].first, staged[i]);
   res.text = p.take();
   return res;
 }

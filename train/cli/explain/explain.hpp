@@ -16,7 +16,9 @@ struct ExplainOptions {
   std::int64_t batch = 1, queries = 3, keys = 4, hidden = 4, heads = 2, valid_len = 3;
   std::uint64_t seed = 0;
   int precision = 4;
-  std::string svg; // write the head split and per-head weights here when not empty
+  bool bias = false;  // W_q, W_k, W_v, W_o with biases (d2l's bias=True)
+  std::string svg;    // write the head split, per-head weights and gradients here when not empty
+  std::string graph;  // write the autograd graph here (DOT, and SVG when Graphviz is installed)
   // Take inputs, weights, valid_lens and the upstream gradient from a safetensors file laid out
   // like tests/reference/fixtures/mha_d2l.safetensors (PyTorch's numbers) instead of random ones;
   // sizes come from the tensors, num_heads from its metadata.
@@ -28,7 +30,7 @@ struct ExplainResult {
   bool gradcheck_ok = false;
   bool stages_match_full_graph = false; // staged gradients == one-graph gradients
   // The main results by fixture name: output, attention_weights (B, H, Tq, Tk), grad.queries,
-  // grad.keys, grad.values, grad.W_q.weight ... grad.W_o.weight.
+  // grad.keys, grad.values, then grad.<name> of every parameter (grad.W_q.weight ...).
   std::vector<std::pair<std::string, Tensor>> tensors;
 };
 

@@ -4,26 +4,69 @@
 #include <stdexcept>
 
 namespace headgrad::cli::explain {
+namespace {
+
+using train::Heatmap;
+using train::HeatmapScale;
+
+// Batch row 0 of a (B, T, cols) tensor, or head hh of batch row 0 of a (B*H, T, cols) one.
+Tensor first_row(const Tensor& t) { return t.slice(0, 0, 1).reshape({t.shape()[1], t.shape()[2]}); }
+Tensor head_of(const Tensor& t, std::int64_t hh) { return t.slice(0, hh, hh + 1).reshape({t.shape()[1], t.shape()[2]}); }
+
+// A forward row and, once backward has run, the row of its gradients under it (panel by panel).
+void projection_rows(const Stages& s, train::HeatmapGrid& grid) {
+  grid.rows.push_back({"projections",
+                       {{"Q (Tq x num_hiddens)", first_row(s.Q)},
+                        {"K (Tk x num_hiddens)", first_row(s.K)},
+                        {"V (Tk x num_hiddens)", first_row(s.V)}}});
+  if (!s.Q_in.grad().defined()) return;
+  grid.rows.push_back({"their gradients",
+                       {{"dQ (Tq x num_hiddens)\nheads' dQ side by side", first_row(s.Q_in.grad())},
+                        {"dK (Tk x num_hiddens)\nheads' dK side by side", first_row(s.K_in.grad())},
+                        {"dV (Tk x num_hiddens)\nheads' dV side by side", first_row(s.V_in.grad())}}});
+}
+
+// rows of transpose_qkv's output for batch row 0 are 0*H + hh
+void head_rows(const Example& e, const Stages& s, std::int64_t hh, train::HeatmapGrid& grid) {
+  const std::string name = fmt::format("head {} (cols {}..{})", hh, hh * e.d, hh * e.d + e.d - 1);
+  grid.rows.push_back({name,
+                       {{"Q head (Tq x d)", head_of(s.Qh, hh)},
+                        {"K head (Tk x d)", head_of(s.Kh, hh)},
+                        {"V head (Tk x d)", head_of(s.Vh, hh)},
+                        {"scores (Tq x Tk)\n= Q K^T / sqrt(d)", head_of(s.scores, hh)},
+                        {"weights (Tq x Tk)", head_of(s.weights, hh), HeatmapScale::weights},
+                        {"head output (Tq x d)", head_of(s.heads_out, hh)}}});
+  if (!s.Qh_in.grad().defined()) return;
+  grid.rows.push_back({fmt::format("head {} gradients", hh),
+                       {{"dQ head (Tq x d)\n= d scores K / sqrt(d)", head_of(s.Qh_in.grad(), hh)},
+                        {"dK head (Tk x d)\n= d scores^T Q / sqrt(d)", head_of(s.Kh_in.grad(), hh)},
+                        {"dV head (Tk x d)\n= weights^T d out", head_of(s.Vh_in.grad(), hh)},
+                        {"d scores (Tq x Tk)\n= w * (dw - rowsum(dw * w))", head_of(s.scores_in.grad(), hh)},
+                        {"d weights (Tq x Tk)\n= d out V^T", head_of(s.weights_in.grad(), hh)},
+                        {"d head output (Tq x d)", head_of(s.heads_in.grad(), hh)}}});
+}
+
+void output_rows(const Example& e, const Stages& s, train::HeatmapGrid& grid) {
+  grid.rows.push_back({"output",
+                       {{"concat (Tq x num_hiddens)", first_row(s.concat)},
+                        {"W_o(concat) (Tq x num_hiddens)", first_row(s.output)}}});
+  if (!s.concat_in.grad().defined()) return;
+  grid.rows.push_back({"its gradients",
+                       {{"d concat (Tq x num_hiddens)\n= R W_o", first_row(s.concat_in.grad())},
+                        {"d output = R (Tq x num_hiddens)\nthe upstream gradient", first_row(e.R)}}});
+}
+
+} // namespace
 
 train::HeatmapGrid explain_grid(const Example& e, const Stages& s) {
-  const std::int64_t Tq = e.Tq, Tk = e.Tk, h = e.h, d = e.d;
   train::HeatmapGrid grid;
-  grid.title = fmt::format("multi-head attention, batch row 0: {} heads of d = {}, valid_lens [{}]", e.H, d,
-                           fmt::join(e.valid_lens.to_int_vector(), ", "));
+  grid.title = fmt::format("multi-head attention, batch row 0: {} heads of d = {}, valid_lens [{}]{}", e.H, e.d,
+                           fmt::join(e.valid_lens.to_int_vector(), ", "),
+                           s.Q_in.grad().defined() ? "; each forward row has its gradients under it" : "");
   grid.signed_values = true;
-  grid.rows.push_back({"projections",
-                       {{"Q (Tq x num_hiddens)", s.Q.slice(0, 0, 1).reshape({Tq, h})},
-                        {"K (Tk x num_hiddens)", s.K.slice(0, 0, 1).reshape({Tk, h})}}});
-  // rows of transpose_qkv's output for batch row 0 are 0*H + hh
-  for (std::int64_t hh = 0; hh < e.H; ++hh)
-    grid.rows.push_back({fmt::format("head {} (cols {}..{})", hh, hh * d, hh * d + d - 1),
-                         {{"Q head (Tq x d)", s.Qh.slice(0, hh, hh + 1).reshape({Tq, d})},
-                          {"K head (Tk x d)", s.Kh.slice(0, hh, hh + 1).reshape({Tk, d})},
-                          {"weights (Tq x Tk)", s.weights.slice(0, hh, hh + 1).reshape({Tq, Tk})},
-                          {"head output (Tq x d)", s.heads_out.slice(0, hh, hh + 1).reshape({Tq, d})}}});
-  grid.rows.push_back({"output",
-                       {{"concat (Tq x num_hiddens)", s.concat.slice(0, 0, 1).reshape({Tq, h})},
-                        {"W_o(concat) (Tq x num_hiddens)", s.output.slice(0, 0, 1).reshape({Tq, h})}}});
+  projection_rows(s, grid);
+  for (std::int64_t hh = 0; hh < e.H; ++hh) head_rows(e, s, hh, grid);
+  output_rows(e, s, grid);
   return grid;
 }
 

@@ -1,7 +1,9 @@
 // explain_svg.hpp - `headgrad explain --svg FILE`: batch row 0 of the example as heatmaps, one row
-// per stage: the projections Q and K; per head its slices of Q and K, its attention weights and
-// its output; then transpose_output's concatenation and the output projection. Each panel is
-// drawn on its own signed colour scale.
+// per stage: the projections Q, K and V; per head its slices of Q, K and V, its scores, attention
+// weights and output; then transpose_output's concatenation and the output projection. Once
+// backward has run, each of these rows has the row of its gradients under it, panel under panel
+// (dQ, dK, dV, d scores, d weights, ...). The weights share the 0..1 scale; every other panel is
+// drawn on its own signed scale, its range written under it.
 #pragma once
 #include <string>
 

@@ -20,10 +20,13 @@ void print_inputs(const Example& e, TensorPrinter& p) {
   p.tensor("queries", e.queries, "(B, Tq, query_size)");
   p.tensor("keys", e.keys, "(B, Tk, key_size)");
   p.tensor("values", e.values, "(B, Tk, value_size)");
-  p.tensor("W_q.weight", e.mha->W_q->weight, "(num_hiddens, query_size); y = x W^T");
-  p.tensor("W_k.weight", e.mha->W_k->weight);
-  p.tensor("W_v.weight", e.mha->W_v->weight);
-  p.tensor("W_o.weight", e.mha->W_o->weight);
+  for (const auto& [name, prm] : e.mha->named_parameters())
+    p.tensor(name, prm, name == "W_q.weight" ? "(num_hiddens, query_size); y = x W^T + b" : "");
+}
+
+// A projection's bias gradient, when it has a bias: db = dY summed over every row.
+void print_bias_grad(const nn::Linear& layer, const std::string& name, const std::string& dy, TensorPrinter& p) {
+  if (layer.bias.defined()) p.tensor(fmt::format("d {}.bias = column sums of {}", name, dy), layer.bias.grad());
 }
 
 // 1. the projections and 2. transpose_qkv: each head gets d columns.
@@ -96,35 +99,45 @@ Stages forward_stages(const Example& e, TensorPrinter& p) {
 void backward_stages(const Example& e, Stages& s, TensorPrinter& p) {
   const models::MultiHeadAttention& mha = *e.mha;
   p.heading("backward (each stage receives the gradient printed just before it)");
-  p.tensor("dL/d output = R", e.R);
+  if (!e.pytorch.empty()) p.line("each gradient beside PyTorch's (the fixture's grad.* tensors) and the difference");
+  // a gradient, beside PyTorch's value of it when the example came from a fixture
+  auto grad = [&](const std::string& title, const Tensor& g, const std::string& note, const std::string& name) {
+    p.gradient(title, g, note, e.pytorch_grad(name), name);
+  };
+  p.gradient("dL/d output = R", e.R, "", e.pytorch_grad("grad_output"), "grad_output");
   s.output.backward(e.R);
-  p.tensor("d concat = dY W_o", s.concat_in.grad(), "linear backward: dx = dy W");
-  p.tensor("d W_o.weight = dY^T concat", mha.W_o->weight.grad(), "summed over batch and queries");
+  grad("d concat = dY W_o", s.concat_in.grad(), "linear backward: dx = dy W", "grad.concat");
+  grad("d W_o.weight = dY^T concat", mha.W_o->weight.grad(), "summed over batch and queries", "grad.W_o.weight");
+  print_bias_grad(*mha.W_o, "W_o", "dY", p);
   s.concat.backward(s.concat_in.grad());
-  p.tensor("d per-head outputs (transpose_output backward = inverse permutation)", s.heads_in.grad(), "(B*H, Tq, d)");
+  grad("d per-head outputs (transpose_output backward = inverse permutation)", s.heads_in.grad(), "(B*H, Tq, d)",
+       "grad.heads_out");
   s.heads_out.backward(s.heads_in.grad());
-  p.tensor("d weights = d_out V^T", s.weights_in.grad(), "(B*H, Tq, Tk)");
-  p.tensor("d V (per head) = weights^T d_out", s.Vh_in.grad(), "(B*H, Tk, d); masked keys get 0");
+  grad("d weights = d_out V^T", s.weights_in.grad(), "(B*H, Tq, Tk)", "grad.weights");
+  grad("d V (per head) = weights^T d_out", s.Vh_in.grad(), "(B*H, Tk, d); masked keys get 0", "grad.V_heads");
   s.weights.backward(s.weights_in.grad());
-  p.tensor("d scores = w * (dw - rowsum(dw * w))", s.scores_in.grad(), "masked entries: w = 0, so 0");
+  grad("d scores = w * (dw - rowsum(dw * w))", s.scores_in.grad(), "masked entries: w = 0, so 0", "grad.scores");
   s.scores.backward(s.scores_in.grad());
-  p.tensor("d Q (per head) = d_scores K / sqrt(d)", s.Qh_in.grad(), "(B*H, Tq, d)");
-  p.tensor("d K (per head) = d_scores^T Q / sqrt(d)", s.Kh_in.grad(), "(B*H, Tk, d)");
+  grad("d Q (per head) = d_scores K / sqrt(d)", s.Qh_in.grad(), "(B*H, Tq, d)", "grad.Q_heads");
+  grad("d K (per head) = d_scores^T Q / sqrt(d)", s.Kh_in.grad(), "(B*H, Tk, d)", "grad.K_heads");
   s.Qh.backward(s.Qh_in.grad());
   s.Kh.backward(s.Kh_in.grad());
   s.Vh.backward(s.Vh_in.grad());
-  p.tensor("d Q (transpose_qkv backward)", s.Q_in.grad(), "(B, Tq, num_hiddens)");
-  p.tensor("d K", s.K_in.grad(), "(B, Tk, num_hiddens)");
-  p.tensor("d V", s.V_in.grad(), "(B, Tk, num_hiddens)");
+  grad("d Q (transpose_qkv backward)", s.Q_in.grad(), "(B, Tq, num_hiddens)", "grad.Q");
+  grad("d K", s.K_in.grad(), "(B, Tk, num_hiddens)", "grad.K");
+  grad("d V", s.V_in.grad(), "(B, Tk, num_hiddens)", "grad.V");
   s.Q.backward(s.Q_in.grad());
   s.K.backward(s.K_in.grad());
   s.V.backward(s.V_in.grad());
-  p.tensor("d W_q.weight = dQ^T queries", mha.W_q->weight.grad());
-  p.tensor("d W_k.weight = dK^T keys", mha.W_k->weight.grad());
-  p.tensor("d W_v.weight = dV^T values", mha.W_v->weight.grad());
-  p.tensor("d queries = dQ W_q", e.queries.grad());
-  p.tensor("d keys = dK W_k", e.keys.grad());
-  p.tensor("d values = dV W_v", e.values.grad());
+  grad("d W_q.weight = dQ^T queries", mha.W_q->weight.grad(), "", "grad.W_q.weight");
+  grad("d W_k.weight = dK^T keys", mha.W_k->weight.grad(), "", "grad.W_k.weight");
+  grad("d W_v.weight = dV^T values", mha.W_v->weight.grad(), "", "grad.W_v.weight");
+  print_bias_grad(*mha.W_q, "W_q", "dQ", p);
+  print_bias_grad(*mha.W_k, "W_k", "dK", p);
+  print_bias_grad(*mha.W_v, "W_v", "dV", p);
+  grad("d queries = dQ W_q", e.queries.grad(), "", "grad.queries");
+  grad("d keys = dK W_k", e.keys.grad(), "", "grad.keys");
+  grad("d values = dV W_v", e.values.grad(), "", "grad.values");
 }
 
 } // namespace headgrad::cli::explain

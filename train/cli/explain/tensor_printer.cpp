@@ -1,5 +1,6 @@
 #include "train/cli/explain/tensor_printer.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 
 namespace headgrad::cli::explain {
@@ -10,6 +11,48 @@ std::string format_value(double v, int precision) {
   return s;
 }
 
+namespace {
+
+// The blocks of a tensor as printed: rows of `cols` values, `rows` rows a block.
+struct Blocks {
+  std::int64_t blocks, rows, cols;
+};
+Blocks blocks_of(const Tensor& t) {
+  const std::int64_t cols = t.shape().back();
+  const std::int64_t rows = t.dim() >= 2 ? t.shape()[t.dim() - 2] : 1;
+  return {cols * rows == 0 ? 0 : t.numel() / (cols * rows), rows, cols};
+}
+
+} // namespace
+
+void TensorPrinter::gradient(const std::string& name, const Tensor& t, const std::string& note, const Tensor& pytorch,
+                             const std::string& pytorch_name) {
+  if (!pytorch.defined() || !(pytorch.shape() == t.shape()) || t.dim() == 0) {
+    tensor(name, t, note);
+    return;
+  }
+  out_ += fmt::format("{} {}{}\n  columns: ours | PyTorch ({}) | ours - PyTorch\n", name, t.shape(),
+                      note.empty() ? "" : "  " + note, pytorch_name);
+  const auto ours = t.to_vector(), theirs = pytorch.to_vector();
+  const Blocks b = blocks_of(t);
+  double worst = 0;
+  for (std::int64_t k = 0; k < b.blocks; ++k) {
+    if (b.blocks > 1) out_ += fmt::format("  [{}]\n", k);
+    for (std::int64_t i = 0; i < b.rows; ++i) {
+      std::string mine = "   ", torch = "  |", diff = "  |";
+      for (std::int64_t j = 0; j < b.cols; ++j) {
+        const auto at = static_cast<std::size_t>((k * b.rows + i) * b.cols + j);
+        mine += fmt::format(" {:>{}}", format_value(ours[at], precision_), precision_ + 4);
+        torch += fmt::format(" {:>{}}", format_value(theirs[at], precision_), precision_ + 4);
+        diff += fmt::format(" {:>8.1e}", ours[at] - theirs[at]);
+        worst = std::max(worst, std::abs(ours[at] - theirs[at]));
+      }
+      out_ += mine + torch + diff + "\n";
+    }
+  }
+  out_ += fmt::format("  max |ours - PyTorch| = {:.1e}\n", worst);
+}
+
 void TensorPrinter::tensor(const std::string& name, const Tensor& t, const std::string& note) {
   out_ += fmt::format("{} {}{}\n", name, t.shape(), note.empty() ? "" : "  " + note);
   const auto v = t.to_vector();
@@ -17,9 +60,7 @@ void TensorPrinter::tensor(const std::string& name, const Tensor& t, const std::
     out_ += fmt::format("  {}\n", format_value(v[0], precision_));
     return;
   }
-  const std::int64_t cols = t.shape().back();
-  const std::int64_t rows = t.dim() >= 2 ? t.shape()[t.dim() - 2] : 1;
-  const std::int64_t blocks = cols * rows == 0 ? 0 : t.numel() / (cols * rows);
+  const auto [blocks, rows, cols] = blocks_of(t);
   for (std::int64_t b = 0; b < blocks; ++b) {
     if (blocks > 1) out_ += fmt::format("  [{}]\n", b);
     for (std::int64_t i = 0; i < rows; ++i) {

@@ -1,5 +1,6 @@
 // tensor_printer.hpp - how `headgrad explain` prints: lines, headings, and tensors as a name, a
-// shape and the values (a 3-D tensor as one matrix block per leading index).
+// shape and the values (a 3-D tensor as one matrix block per leading index), gradients beside
+// PyTorch's when explain runs on a fixture.
 #pragma once
 #include <string>
 
@@ -17,6 +18,10 @@ public:
   void line(const std::string& s = "") { out_ += s + "\n"; }
   void heading(const std::string& s) { out_ += "\n== " + s + " ==\n"; }
   void tensor(const std::string& name, const Tensor& t, const std::string& note = "");
+  // A gradient beside PyTorch's value of it (`pytorch`, same shape): each row as ours | PyTorch |
+  // ours - PyTorch, then the largest difference. Without a PyTorch value, tensor().
+  void gradient(const std::string& name, const Tensor& t, const std::string& note, const Tensor& pytorch,
+                const std::string& pytorch_name);
   std::string take() { return std::move(out_); }
 
 private:

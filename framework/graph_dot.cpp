@@ -1,0 +1,138 @@
+#include "framework/graph_dot.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "framework/autograd.hpp"
+
+namespace headgrad {
+namespace {
+
+// The traced graph and what ties it to the tape: the tensors themselves (held, so that their
+// addresses stay theirs until the backward that reads them has run) and each one's node.
+struct Traced {
+  Graph graph;
+  std::vector<std::shared_ptr<TensorImpl>> tensors;
+  std::unordered_map<const TensorImpl*, std::size_t> index;
+};
+
+const std::string* name_in(const NamedTensors& named, const TensorImpl* t) {
+  for (const auto& [name, tensor] : named)
+    if (tensor.impl() == t) return &name;
+  return nullptr;
+}
+
+GraphNode node_of(const TensorImpl& t, const LeafNames& names, const Traced& traced) {
+  GraphNode n;
+  n.shape = t.shape;
+  if (t.grad_fn) {
+    n.op = t.grad_fn->name;
+    for (const auto& in : t.grad_fn->inputs) {
+      auto it = in ? traced.index.find(in.get()) : traced.index.end();
+      if (it != traced.index.end()) n.inputs.push_back(it->second); // an input the tape follows
+    }
+  } else if (const std::string* p = name_in(names.parameters, &t)) {
+    n.kind = GraphNodeKind::parameter;
+    n.name = *p;
+  } else {
+    n.kind = GraphNodeKind::input;
+    if (const std::string* i = name_in(names.inputs, &t)) n.name = *i;
+  }
+  return n;
+}
+
+Traced trace(const Tensor& root, const LeafNames& names) {
+  if (!root.defined() || !root.requires_grad())
+    throw std::logic_error("trace_graph: the tensor has no graph (it does not require grad)");
+  if (root.impl()->grad_fn && root.impl()->grad_fn->released)
+    throw std::logic_error("trace_graph: the graph was freed by backward(); trace it before, or pass retain_graph=true");
+  Traced t;
+  t.tensors = topological_order(root); // inputs before the nodes that read them
+  for (std::size_t i = 0; i < t.tensors.size(); ++i) {
+    t.graph.nodes.push_back(node_of(*t.tensors[i], names, t));
+    t.index.emplace(t.tensors[i].get(), i);
+  }
+  return t;
+}
+
+double frobenius_norm(const Tensor& g) {
+  double s = 0;
+  for (double v : g.to_vector()) s += v * v;
+  return std::sqrt(s);
+}
+
+std::string dot_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+// Lines joined by DOT's "\n"; the text itself is escaped.
+std::string node_label(const GraphNode& n) {
+  std::string label = dot_escape(n.kind == GraphNodeKind::op ? n.op : n.name.empty() ? "input" : n.name);
+  label += "\\n" + n.shape.str();
+  if (n.grad_norm) label += fmt::format("\\ngrad norm {:.3g}", *n.grad_norm);
+  return label;
+}
+
+std::string node_style(const GraphNode& n, bool root) {
+  std::string style;
+  switch (n.kind) {
+  case GraphNodeKind::op: style = "shape=ellipse"; break;
+  case GraphNodeKind::parameter: style = "shape=box, style=filled, fillcolor=\"#cfe2f3\""; break;
+  case GraphNodeKind::input: style = "shape=box, style=filled, fillcolor=\"#d9ead3\""; break;
+  }
+  if (root) style += ", peripheries=2";
+  return style;
+}
+
+} // namespace
+
+std::size_t Graph::edge_count() const {
+  std::size_t n = 0;
+  for (const auto& node : nodes) n += node.inputs.size();
+  return n;
+}
+
+Graph trace_graph(const Tensor& root, const LeafNames& names) { return trace(root, names).graph; }
+
+Graph backward_with_graph(const Tensor& root, const Tensor& grad_output, const LeafNames& names) {
+  Traced t = trace(root, names);
+  {
+    ObserveGradients watch([&t](const TensorImpl& tensor, const Tensor& grad) {
+      auto it = t.index.find(&tensor);
+      if (it != t.index.end() && grad.defined()) t.graph.nodes[it->second].grad_norm = frobenius_norm(grad);
+    });
+    root.backward(grad_output);
+  }
+  return std::move(t.graph);
+}
+
+Graph backward_with_graph(const Tensor& root, const LeafNames& names) {
+  if (!root.defined() || root.numel() != 1)
+    throw std::logic_error("backward_with_graph: without a gradient the root must have one element");
+  return backward_with_graph(root, Tensor::ones(root.shape(), root.dtype()), names);
+}
+
+std::string graph_dot(const Graph& graph, const std::string& title) {
+  std::string s = "digraph autograd {\n";
+  s += fmt::format("  graph [fontname=\"sans-serif\", labelloc=t, label=\"{}\\nellipses: op outputs; blue boxes: "
+                   "parameters; green boxes: inputs; double border: the root. Arrows run as the forward did; "
+                   "backward walks them in reverse.\"];\n",
+                   dot_escape(title));
+  s += "  node [fontname=\"sans-serif\", fontsize=10];\n";
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i)
+    s += fmt::format("  n{} [label=\"{}\", {}];\n", i, node_label(graph.nodes[i]),
+                     node_style(graph.nodes[i], i + 1 == graph.nodes.size()));
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i)
+    for (std::size_t in : graph.nodes[i].inputs) s += fmt::format("  n{} -> n{};\n", in, i);
+  s += "}\n";
+  return s;
+}
+
+} // namespace headgrad
