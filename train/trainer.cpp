@@ -12,6 +12,7 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/profiler.hpp"
+#include "framework/random.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/attention_svg.hpp"
 #include "train/metrics_csv.hpp"
@@ -55,6 +56,12 @@ struct Trainee {
   std::int64_t start = 0;                  // steps done before this invocation
 };
 
+// The seed of rank r's dropout masks (its model's and its thread replicas'): rank 0 draws what one
+// process draws; every other rank draws masks of its own for its rows.
+std::uint64_t dropout_seed(std::uint64_t seed, int rank) {
+  return rank == 0 ? seed : mix_seed(seed ^ 0x52414e4b'53454544ull, static_cast<std::uint64_t>(rank)); // "RANKSEED"
+}
+
 Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed) {
   Trainee t;
   if (resumed) {
@@ -64,9 +71,15 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed) {
   } else {
     t.model = std::make_unique<models::SequenceModel>(o.run.model_config(), o.run.seed);
   }
+  const int rank = distributed::rank();
+  if (rank > 0) { // the same values in a model whose dropout has a seed of its own
+    auto own = std::make_unique<models::SequenceModel>(o.run.model_config(), dropout_seed(o.run.seed, rank));
+    own->load_parameters(t.model->named_parameters(), "the run's model");
+    t.model = std::move(own);
+  }
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
   if (resumed) load_optimizer_state(o.resume, t.start, *t.optimizer);
-  t.workers = workers_for(*t.model, o.threads, o.run.seed);
+  t.workers = workers_for(*t.model, o.threads, dropout_seed(o.run.seed, rank));
   return t;
 }
 
