@@ -22,20 +22,10 @@ using namespace headgrad;
 using test_support::check_close;
 using test_support::contains;
 using test_support::error_of;
+using test_support::gradients_of;
 using user_module::TwoLayerNet;
 
 namespace {
-
-std::vector<double> gradients_of(const nn::Module& m) {
-  std::vector<double> out;
-  for (const auto& [name, p] : m.named_parameters()) {
-    INFO(name);
-    REQUIRE(p.grad().defined());
-    const auto g = p.grad().to_vector();
-    out.insert(out.end(), g.begin(), g.end());
-  }
-  return out;
-}
 
 // The model and `n - 1` replicas sharing its values (as train::ThreadReplicas makes them).
 struct Workers {
