@@ -150,10 +150,14 @@ Result rank_program(int ranks, std::vector<std::string> args, const TempDir& dir
 TEST_CASE("mpirun -np 2 headgrad train = one process: 50 steps of the small model" * doctest::test_suite("mpi")) {
   TempDir dir;
   headgrad_train(0, small(dir / "one", 50), dir);
-  const Result two = headgrad_train(2, small(dir / "two", 50, {"--json"}), dir);
+  const Result two = headgrad_train(2, small(dir / "two", 50, {"--json", "--profile"}), dir);
   check_same_run(dir / "two", dir / "one");
   CHECK(contains(two.out, "\"ranks\": 2"));
   CHECK(test_support::count_of(two.out, "\"steps\": 50") == 1); // rank 0 alone prints
+  // the profile's all-reduce line: the small model's 68496 float32 parameters in one bucket
+  CHECK(contains(two.out, "\"allreduce_bytes_per_step\": 273984,"));
+  CHECK(test_support::count_of(two.out, "all-reduce over 2 ranks: 0.27 MB per step in 1 bucket; ") == 1);
+  CHECK(contains(two.out, "% of it overlapped with backward; "));
 
   // What the ranks hold: the same train_step on each, through rank_program. Both ranks' parameters
   // are bitwise the same, and the same as the headgrad binary's 2-rank run.
@@ -169,18 +173,18 @@ TEST_CASE("uneven shards and ranks x threads give the same run as one process" *
   TempDir dir;
   // --batch 5: shards of 2 and 3 rows on 2 ranks; of 1, 2 and 2 on 3 ranks; with 2 threads per
   // rank, 2 ranks split their shards again (1 + 1 and 1 + 2 rows)
-  headgrad_train(0, small(dir / "one", 30, {"--batch", "5"}), dir);
-  headgrad_train(2, small(dir / "two", 30, {"--batch", "5"}), dir);
-  headgrad_train(3, small(dir / "three", 30, {"--batch", "5"}), dir);
-  headgrad_train(2, small(dir / "threads", 30, {"--batch", "5", "--threads", "2"}), dir);
+  headgrad_train(0, small(dir / "one", 20, {"--batch", "5"}), dir);
+  headgrad_train(2, small(dir / "two", 20, {"--batch", "5"}), dir);
+  headgrad_train(3, small(dir / "three", 20, {"--batch", "5"}), dir);
+  headgrad_train(2, small(dir / "threads", 20, {"--batch", "5", "--threads", "2"}), dir);
   for (const char* run : {"two", "three", "threads"}) {
     CAPTURE(run);
     check_same_run(dir / run, dir / "one");
   }
   // with dropout every rank draws masks of its own, and the ranks still end bitwise equal (the
   // run checks that at the end)
-  headgrad_train(2, small(dir / "dropout", 20, {"--dropout", "0.1", "--threads", "2"}), dir);
-  rank_program(3, {"steps", dir / "ranks", "30", "5", "2"}, dir);
+  headgrad_train(2, small(dir / "dropout", 10, {"--dropout", "0.1", "--threads", "2"}), dir);
+  rank_program(3, {"steps", dir / "ranks", "20", "5", "1"}, dir);
   const auto ranks = rank_files(dir / "ranks", 3);
   check_same_tensors(ranks[1], ranks[0], 0);
   check_same_tensors(ranks[2], ranks[0], 0);

@@ -114,9 +114,10 @@ void print_communication(const train::TrainSummary& s) {
   const distributed::CommStats& c = s.comm;
   if (s.ranks == 1 || c.steps == 0) return;
   const double steps = static_cast<double>(c.steps);
-  fmt::print("all-reduce over {} ranks: {:.2f} MB per step in {} buckets; {:.2f} ms per step communicating, {:.0f}% "
+  fmt::print("all-reduce over {} ranks: {:.2f} MB per step in {} bucket{}; {:.2f} ms per step communicating, {:.0f}% "
              "of it overlapped with backward; {:.2f} ms per step waiting for it ({:.1f}% of the step)\n\n",
-             s.ranks, static_cast<double>(c.bytes) / steps / 1e6, c.buckets, c.comm_seconds / steps * 1e3,
+             s.ranks, static_cast<double>(c.bytes) / steps / 1e6, c.buckets, c.buckets == 1 ? "" : "s",
+             c.comm_seconds / steps * 1e3,
              c.comm_seconds > 0 ? 100.0 * c.overlapped_seconds / c.comm_seconds : 0.0, c.wait_seconds / steps * 1e3,
              s.train_seconds > 0 ? 100.0 * c.wait_seconds / s.train_seconds : 0.0);
 }
