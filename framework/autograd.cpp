@@ -1,11 +1,13 @@
 // autograd.cpp - recording ops on the tape, and the backward walk.
 //
 // Read run_backward first: a topological order from the root, then every node's backward in
-// reverse, each adding its inputs' gradients. The second half of the file (marked) is the memory
+// reverse, each adding its inputs' gradients (and, through ReadyHooks, telling a hooked leaf when
+// its last writer has run). The second half of the file (marked) is the memory
 // and first-write machinery behind Node::add_to_grad and Node::grad_buffer.
 #include "framework/autograd.hpp"
 
 #include <fmt/format.h>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "framework/broadcast.hpp"
@@ -93,9 +95,61 @@ std::vector<std::shared_ptr<TensorImpl>> topological_order(const Tensor& root) {
   return order;
 }
 
+namespace {
+
+// The hooked leaves of one backward (set_grad_ready_hook) and, for each, how many nodes of the
+// walk still write into it: when the count reaches zero the gradient is final and the hook runs.
+class ReadyHooks {
+public:
+  explicit ReadyHooks(const std::vector<std::shared_ptr<TensorImpl>>& order) {
+    for (const auto& t : order)
+      if (!t->grad_fn && t->grad_ready_hook) pending_[t.get()] = 0;
+    if (pending_.empty()) return; // the usual case: nothing to count
+    for (const auto& t : order)
+      if (const Node* n = t->grad_fn.get()) for_each_hooked_input(*n, [](int& count, TensorImpl*) { ++count; });
+  }
+  // After the seed: a hooked leaf no node writes into (the root itself) is final already.
+  void seeded() {
+    for (auto& [leaf, count] : pending_)
+      if (count == 0) leaf->grad_ready_hook();
+  }
+  // After node n has run (or had nothing to do): its inputs have one writer less.
+  void node_done(const Node& n) {
+    for_each_hooked_input(n, [](int& count, TensorImpl* leaf) {
+      if (--count == 0) leaf->grad_ready_hook();
+    });
+  }
+
+private:
+  // f(count, leaf) once per distinct hooked leaf among n's inputs (x * x writes into x once).
+  template <typename F> void for_each_hooked_input(const Node& n, F f) {
+    if (pending_.empty()) return;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      TensorImpl* in = n.inputs[i].get();
+      bool repeated = false;
+      for (std::size_t j = 0; j < i && !repeated; ++j) repeated = n.inputs[j].get() == in;
+      const auto it = repeated ? pending_.end() : pending_.find(in);
+      if (it != pending_.end()) f(it->second, in);
+    }
+  }
+  std::unordered_map<TensorImpl*, int> pending_;
+};
+
+} // namespace
+
+void set_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
+  if (!leaf.defined()) throw std::logic_error("set_grad_ready_hook: undefined tensor");
+  if (!leaf.is_leaf())
+    throw std::logic_error(fmt::format("set_grad_ready_hook: the tensor {} was produced by an op, not a leaf; its "
+                                       "gradient is not kept",
+                                       leaf.shape()));
+  leaf.impl()->grad_ready_hook = std::move(hook);
+}
+
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   check_backward_call(root, grad_output);
   const std::vector<std::shared_ptr<TensorImpl>> order = topological_order(root);
+  ReadyHooks hooks(order);
 
   // Seed: the root's gradient receives grad_output (added, as a leaf's would be).
   {
@@ -109,6 +163,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   // Reverse post-order: every consumer of a tensor has run before the tensor's own node, so its
   // gradient is complete when its node reads it.
   NoGradGuard no_grad; // a backward built from ops records nothing
+  hooks.seeded();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* impl = it->get();
     const Tensor dy(impl->grad); // complete: every consumer has run
@@ -126,7 +181,8 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
       node->backward(*node, dy);
       node->dy_storage = nullptr;
     }
-    impl->grad.reset(); // non-leaf gradients are not kept (like PyTorch without retain_grad)
+    hooks.node_done(*node); // a leaf whose last writer this was has its final gradient
+    impl->grad.reset();     // non-leaf gradients are not kept (like PyTorch without retain_grad)
     if (!retain_graph) {
       node->backward = nullptr; // drops saved tensors
       node->inputs.clear();

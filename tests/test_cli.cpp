@@ -2,6 +2,8 @@
 // train --json, eval, gradcheck, and the flags a resumed run may or may not change.
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 #include "train/checkpoint.hpp"
@@ -98,8 +101,8 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
       {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"attention", "fused"},
       {"threads", cores},       {"eval-every", "*"},     {"eval-count", "1000"},  {"save-every", "0"},
-      {"out", ""},              {"resume", ""},          {"graph", ""},           {"json", ""},
-      {"profile", ""},          {"quiet", ""}};
+      {"out", ""},              {"resume", ""},          {"graph", ""},           {"overwrite", ""},
+      {"json", ""},             {"profile", ""},         {"quiet", ""}};
   const auto lines = lines_of(r.out);
   std::size_t flag_lines = 0;
   for (const auto& l : lines)
@@ -356,6 +359,56 @@ TEST_CASE("eval --svg draws the attention weights of any held-out example") {
   CHECK(bad.rc == 2);
   REQUIRE(bad.err_lines().size() == 1);
   CHECK(contains(bad.err_lines()[0], "--example 20 is not below --count 20"));
+}
+
+TEST_CASE("one run per output directory: a second run is refused naming the holder - and so is another run's checkpoint") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  SUBCASE("a directory in use") {
+    std::vector<std::string> args = tiny(out, 1000000);
+    args.insert(args.begin(), HEADGRAD_CLI);
+    const pid_t first = test_support::spawn(args, dir / "first.out", dir / "first.err", dir.path.string());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (lines_of(read_file(out + "/metrics.csv")).size() < 3 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const Result second = run(tiny(out, 10), dir);
+    INFO("stderr: ", second.err);
+    CHECK(second.rc == 2);
+    const auto errs = second.err_lines();
+    REQUIRE(errs.size() == 1);
+    CHECK(contains(errs[0], fmt::format("headgrad train: --out {} is in use by another run (pid {} on host ", out, first)));
+    kill(first, SIGINT);
+    CHECK(test_support::wait_for(first, 60) == 0);
+    // the lock went with its holder: the run continues there
+    const std::int64_t step = train::load_model_checkpoint(out + "/model.safetensors").step;
+    CHECK(run({"train", "--resume", out + "/model.safetensors", "--steps", std::to_string(step + 3), "--out", out,
+               "--quiet"},
+              dir)
+              .rc == 0);
+  }
+  SUBCASE("a finished run: refused, unless --overwrite (or --resume)") {
+    REQUIRE(run(tiny(out, 5), dir).rc == 0);
+    const std::string model = read_file(out + "/model.safetensors");
+    const Result again = run(tiny(out, 3), dir);
+    CHECK(again.rc == 2);
+    const auto errs = again.err_lines();
+    REQUIRE(errs.size() == 1);
+    CHECK(contains(errs[0], fmt::format("--out {} holds the checkpoint of another run (step 5); --resume "
+                                        "{}/model.safetensors continues it, --overwrite replaces it",
+                                        out, out)));
+    CHECK(read_file(out + "/model.safetensors") == model); // untouched
+    // a --resume of a checkpoint elsewhere may not replace it either
+    REQUIRE(run(tiny(dir / "other", 2), dir).rc == 0);
+    std::vector<std::string> resume_other = {"train", "--resume", dir / "other/model.safetensors", "--steps", "4", "--out",
+                                             out};
+    CHECK(run(resume_other, dir).rc == 2);
+    // --overwrite: the old run's files go, the new run's come
+    std::vector<std::string> overwrite = tiny(out, 3);
+    overwrite.push_back("--overwrite");
+    CHECK(run(overwrite, dir).rc == 0);
+    CHECK(train::load_model_checkpoint(out + "/model.safetensors").step == 3);
+    CHECK(lines_of(read_file(out + "/metrics.csv")).size() == 1 + 3 + 1); // header, 3 steps, final eval
+  }
 }
 
 TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {

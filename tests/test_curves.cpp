@@ -111,6 +111,25 @@ TEST_CASE("metrics.csv read back: a later row for a step wins, an unfinished lin
                  "cannot read"));
 }
 
+TEST_CASE("a resumed run appends to the log a killed run left: its cut row dropped, an empty log given a header") {
+  TempDir dir;
+  const std::string header = "step,loss,lr,tokens_per_s,eval_loss,token_acc,seq_acc\n";
+  test_support::write_file(dir / "metrics.csv", header + "1,2.5,0.001,100.0,,,\n2,2.4,0.0");
+  {
+    MetricsCsv csv(dir.path.string(), /*append=*/true);
+    csv.step_row(2, 2.25, 0.002, 100.0);
+  }
+  CHECK(read_file(dir / "metrics.csv") == header + "1,2.5,0.001,100.0,,,\n2,2.250000,0.002,100.0,,,\n");
+  test_support::write_file(dir / "metrics.csv", ""); // killed before its header reached the disk
+  {
+    MetricsCsv csv(dir.path.string(), /*append=*/true);
+    csv.step_row(1, 2.5, 0.001, 100.0);
+  }
+  const MetricsLog log = read_metrics_csv(dir / "metrics.csv");
+  REQUIRE(log.steps.size() == 1);
+  CHECK(log.steps[0].loss == 2.5);
+}
+
 TEST_CASE("smoothed: a bias-corrected moving average over 1% of the steps") {
   // bias correction: a constant stays that constant from the first step on
   for (double v : smoothed(std::vector<double>(500, 3.0))) CHECK(v == doctest::Approx(3.0));

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/nn/module.hpp"
 #include "framework/random.hpp"
 #include "framework/tensor.hpp"
 
@@ -51,6 +52,18 @@ inline void check_close(const std::vector<double>& got, const std::vector<double
 }
 inline void check_close(const Tensor& got, const std::vector<double>& want, double atol = 1e-12, double rtol = -1) {
   check_close(got.to_vector(), want, atol, rtol);
+}
+
+// Every parameter's gradient of `m`, one after the other in parameter order (each must exist).
+inline std::vector<double> gradients_of(const headgrad::nn::Module& m) {
+  std::vector<double> out;
+  for (const auto& [name, p] : m.named_parameters()) {
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    const auto g = p.grad().to_vector();
+    out.insert(out.end(), g.begin(), g.end());
+  }
+  return out;
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

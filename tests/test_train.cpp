@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
+#include "train/run_directory.hpp"
 #include "train/run_optimizer.hpp"
 #include "train/trainer.hpp"
 #include "tests/test_support.hpp"
@@ -487,4 +488,26 @@ TEST_CASE("train_step: the batch loss, the gradient norm before clipping, a stop
                        NonFiniteError);
   CHECK(opt->steps() == 1);                            // no update
   CHECK(model.dense->bias.to_vector() == before);
+}
+
+TEST_CASE("RunDirectory: one holder at a time - the lock goes with it - and a checkpoint is claimed only as allowed") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  {
+    RunDirectory first(out, "", false);
+    CHECK(contains(read_file(out + "/run.lock"), fmt::format("pid {} on host ", getpid())));
+    CHECK(contains(test_support::error_of<std::invalid_argument>([&] { RunDirectory second(out, "", false); }),
+                   fmt::format("--out {} is in use by another run (pid {} on host ", out, getpid())));
+  }
+  { RunDirectory again(out, "", false); } // released with its holder
+  (void)train::train(tiny(out, 2));
+  CHECK(contains(test_support::error_of<std::invalid_argument>([&] { RunDirectory fresh(out, "", false); }),
+                 "holds the checkpoint of another run (step 2)"));
+  { RunDirectory resumed(out, out + "/model.safetensors", false); } // the run it continues
+  CHECK(fs::exists(out + "/model.safetensors"));
+  { RunDirectory replaced(out, "", true); } // --overwrite: the other run's files are gone
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "metrics.csv", "attention.svg"}) {
+    CAPTURE(f);
+    CHECK_FALSE(fs::exists(out + "/" + f));
+  }
 }

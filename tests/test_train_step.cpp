@@ -13,6 +13,7 @@
 using namespace headgrad;
 using namespace headgrad::train;
 using test_support::check_close;
+using test_support::gradients_of;
 
 namespace {
 
@@ -42,17 +43,6 @@ Run make_run(const RunConfig& c, int workers) {
   r.opt = make_optimizer(c, r.model->named_parameters());
   if (workers > 1) r.workers = std::make_unique<ThreadReplicas>(*r.model, workers, c.seed);
   return r;
-}
-
-std::vector<double> gradients_of(const models::SequenceModel& m) {
-  std::vector<double> out;
-  for (const auto& [name, p] : m.named_parameters()) {
-    INFO(name);
-    REQUIRE(p.grad().defined());
-    const auto g = p.grad().to_vector();
-    out.insert(out.end(), g.begin(), g.end());
-  }
-  return out;
 }
 
 std::vector<double> values_of(const models::SequenceModel& m) {

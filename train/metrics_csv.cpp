@@ -22,14 +22,30 @@ bool number(const std::string& field, double& value) {
   return *end == '\0';
 }
 
+// The length of the log's complete lines: a run killed while writing leaves its last row cut
+// short (0 if it died before its header reached the disk).
+std::uintmax_t complete_lines_length(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+}
+
 } // namespace
 
 MetricsCsv::MetricsCsv(const std::string& out_dir, bool append) : file_(nullptr, &std::fclose) {
-  const std::string path = (std::filesystem::path(out_dir) / "metrics.csv").string();
-  const bool fresh = !append || !std::filesystem::exists(path);
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(out_dir) / "metrics.csv").string();
+  bool fresh = !append || !fs::exists(path);
+  if (!fresh) { // a killed run's log: drop its cut row, and an empty log is a fresh one
+    const std::uintmax_t keep = complete_lines_length(path);
+    std::error_code ec;
+    if (keep != fs::file_size(path, ec)) fs::resize_file(path, keep, ec);
+    fresh = keep == 0;
+  }
   file_.reset(std::fopen(path.c_str(), fresh ? "w" : "a"));
   if (!file_) throw std::invalid_argument(fmt::format("--out {}: cannot write metrics.csv", out_dir));
   if (fresh) fmt::print(file_.get(), "{}\n", kHeader);
+  std::fflush(file_.get());
 }
 
 void MetricsCsv::step_row(std::int64_t step, double loss, double lr, double tokens_per_s) {

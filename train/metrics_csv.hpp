@@ -15,7 +15,8 @@ namespace headgrad::train {
 class MetricsCsv {
 public:
   // Creates OUT/metrics.csv with its header, or, with `append` (a resumed run) and a file there,
-  // appends to it, so the whole curve stays in one file. Throws std::invalid_argument naming --out.
+  // appends to it, so the whole curve stays in one file (after cutting off a last row a killed run
+  // left unfinished). Throws std::invalid_argument naming --out.
   MetricsCsv(const std::string& out_dir, bool append);
   void step_row(std::int64_t step, double loss, double lr, double tokens_per_s);
   void eval_row(std::int64_t step, const EvalResult& e);

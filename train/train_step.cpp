@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "framework/distributed/communicator.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
+#include "train/rank_shard.hpp"
 
 namespace headgrad::train {
 namespace {
@@ -75,29 +77,26 @@ double loss_and_gradients(models::SequenceModel& model, optim::Optimizer& optimi
   return value;
 }
 
-// The same with the batch's rows split over the workers, one thread each: worker i takes rows
-// [B i / n, B (i + 1) / n) and weights its mean loss by its share of the valid positions, so the
-// weighted losses add up to the batch's mean and their gradients to the batch's gradient.
-double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, const data::Batch& batch,
-                          std::int64_t step, StepPhases* phases) {
-  const std::int64_t B = batch.tokens.shape()[0];
-  const int n = static_cast<int>(std::min<std::int64_t>(workers.count(), B));
+// Rows [first, first + count) of `batch` split over n workers, worker i (worker_of(i)) on a thread
+// of its own taking rows [first + count i / n, first + count (i + 1) / n): forward and backward,
+// its mean loss weighted by its rows' share of `all_valid` valid positions, so that the weighted
+// losses add up to the mean over those positions and their gradients to its gradient. Returns the
+// sum of the weighted losses. Sets *forward_done (if given) when worker 0's forward ends: the step's
+// phases are worker 0's timeline.
+template <typename WorkerOf>
+double weighted_losses_and_gradients(WorkerOf worker_of, const data::Batch& batch, std::int64_t first,
+                                     std::int64_t count, int n, std::int64_t all_valid, double* forward_done) {
   std::vector<double> losses(static_cast<std::size_t>(n), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  optimizer.zero_grad();
-  workers.follow_mode();
-  const double t0 = phases ? now() : 0;
-  double forward_done = t0; // on worker 0's clock: the phases are its timeline
 #pragma omp parallel num_threads(n)
   {
     const int i = omp_get_thread_num();
     try {
-      const data::Batch rows = data::slice_batch(batch, B * i / n, B * (i + 1) / n - B * i / n);
-      const double share =
-          static_cast<double>(rows.valid_tokens) / static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
-      const Tensor loss = weighted_loss(workers.worker(i), rows, share);
+      const data::Batch rows = data::slice_batch(batch, first + count * i / n, count * (i + 1) / n - count * i / n);
+      const double share = static_cast<double>(rows.valid_tokens) / static_cast<double>(std::max<std::int64_t>(all_valid, 1));
+      const Tensor loss = weighted_loss(worker_of(i), rows, share);
       losses[static_cast<std::size_t>(i)] = loss.item();
-      if (i == 0 && phases) forward_done = now();
+      if (i == 0 && forward_done) *forward_done = now();
       loss.backward();
     } catch (...) {
       errors[static_cast<std::size_t>(i)] = std::current_exception();
@@ -105,13 +104,58 @@ double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, 
   }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
+  double value = 0;
+  for (double l : losses) value += l;
+  return value;
+}
+
+// The same with the batch's rows split over the workers, one thread each, and their gradients
+// added to the model's.
+double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, const data::Batch& batch,
+                          std::int64_t step, StepPhases* phases) {
+  const std::int64_t B = batch.tokens.shape()[0];
+  const int n = static_cast<int>(std::min<std::int64_t>(workers.count(), B));
+  optimizer.zero_grad();
+  workers.follow_mode();
+  const double t0 = phases ? now() : 0;
+  double forward_done = t0;
+  const double value = weighted_losses_and_gradients([&](int i) -> models::SequenceModel& { return workers.worker(i); },
+                                                     batch, 0, B, n, batch.valid_tokens, phases ? &forward_done : nullptr);
   workers.add_gradients_to_model();
   if (phases) {
     phases->forward += forward_done - t0;
     phases->backward += now() - forward_done; // up to the last worker's end and the gradient sum
   }
+  check_loss(value, optimizer.params(), step);
+  return value;
+}
+
+// One rank of several: its shard of the batch, split over its workers (the model and its thread
+// replicas, if any), each worker's loss weighted by its share of the whole batch's valid positions
+// (known to every rank: each one has the whole batch), while `across_ranks` sums the gradients
+// over the workers and the ranks as backward makes them final. The loss is summed over the ranks
+// too before it is checked, so every rank takes the same decisions.
+double loss_and_gradients(distributed::BucketedAllreduce& across_ranks, models::SequenceModel& model,
+                          ThreadReplicas* replicas, optim::Optimizer& optimizer, const data::Batch& batch,
+                          std::int64_t step, StepPhases* phases) {
+  const Shard shard = shard_of(batch.tokens.shape()[0], distributed::rank(), distributed::size());
+  const int n = static_cast<int>(std::min<std::int64_t>(replicas ? replicas->count() : 1, shard.count));
+  optimizer.zero_grad();
+  if (replicas) replicas->follow_mode();
+  const double t0 = phases ? now() : 0;
+  double forward_done = t0;
+  across_ranks.begin(n);
   double value = 0;
-  for (double l : losses) value += l;
+  if (n > 0)
+    value = weighted_losses_and_gradients(
+        [&](int i) -> models::SequenceModel& { return replicas ? replicas->worker(i) : model; }, batch, shard.first,
+        shard.count, n, batch.valid_tokens, phases ? &forward_done : nullptr);
+  across_ranks.finish();
+  distributed::allreduce_sum(&value, 1);
+  if (phases) {
+    phases->forward += forward_done - t0;
+    phases->backward += now() - forward_done; // with the gradient sums over the ranks
+  }
   check_loss(value, optimizer.params(), step);
   return value;
 }
@@ -140,13 +184,18 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
 } // namespace
 
 StepResult train_step(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
-                      const StepSettings& s, StepPhases* phases, ThreadReplicas* replicas) {
+                      const StepSettings& s, StepPhases* phases, ThreadReplicas* replicas,
+                      distributed::BucketedAllreduce* across_ranks) {
   const nn::NamedTensors& params = optimizer.params();
   optimizer.set_lr(s.lr);
   StepResult r;
   // (the loss and the logits are gone before the update: their memory is free for it)
-  r.loss = replicas && replicas->count() > 1 ? loss_and_gradients(*replicas, optimizer, batch, s.step, phases)
-                                             : loss_and_gradients(model, optimizer, batch, s.step, phases);
+  if (across_ranks)
+    r.loss = loss_and_gradients(*across_ranks, model, replicas, optimizer, batch, s.step, phases);
+  else if (replicas && replicas->count() > 1)
+    r.loss = loss_and_gradients(*replicas, optimizer, batch, s.step, phases);
+  else
+    r.loss = loss_and_gradients(model, optimizer, batch, s.step, phases);
   const double t2 = phases ? now() : 0;
   r.grad_norm = clip_and_check(params, s.clip, s.step);
   const double t3 = phases ? now() : 0;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "data/tasks.hpp"
+#include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "models/transformer.hpp"
 #include "train/thread_replicas.hpp"
@@ -38,11 +39,17 @@ struct StepPhases {
 // more than one worker) the batch's rows are split over them, each worker runs forward and
 // backward on its rows on a thread of its own, every loss weighted by its share of the batch's
 // valid positions (so the gradients add up to the whole batch's), and the replicas' gradients
-// are added to the model's before clipping. Throws NonFiniteError:
+// are added to the model's before clipping. With `across_ranks` (one rank of an MPI job, made by
+// gradient_allreduce_for in train/rank_shard.hpp) every rank has the whole batch and trains on its
+// shard of it (shard_of), split over its workers as above; each worker's loss is weighted by its
+// share of the whole batch's valid positions, and the gradients are summed over the workers and
+// ranks while backward runs, so every rank updates with the whole batch's gradient and reports
+// the whole batch's loss. Throws NonFiniteError (on every rank alike):
 //   "step 21: the loss is nan (first non-finite tensor: parameter 'dense.weight'); training stopped"
 //   "step 21: the gradient of 'x' is not finite (parameter 'y' itself is not finite); training
 //    stopped before the update"
 StepResult train_step(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
-                      const StepSettings& settings, StepPhases* phases = nullptr, ThreadReplicas* replicas = nullptr);
+                      const StepSettings& settings, StepPhases* phases = nullptr, ThreadReplicas* replicas = nullptr,
+                      distributed::BucketedAllreduce* across_ranks = nullptr);
 
 } // namespace headgrad::train

@@ -5,16 +5,22 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "framework/autograd.hpp"
+#include "framework/distributed/communicator.hpp"
+#include "framework/distributed/consistency.hpp"
 #include "framework/profiler.hpp"
+#include "framework/random.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/attention_svg.hpp"
 #include "train/curves_svg.hpp"
 #include "train/metrics_csv.hpp"
 #include "train/progress.hpp"
+#include "train/rank_checks.hpp"
+#include "train/rank_shard.hpp"
+#include "train/run_directory.hpp"
 #include "train/run_optimizer.hpp"
 
 namespace headgrad::train {
@@ -22,24 +28,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Set by the SIGINT handler and by request_stop() from any thread: a lock-free atomic is safe in
+// Set by the SIGINT/SIGTERM handler and by request_stop() from any thread: a lock-free atomic is safe in
 // both places (a volatile sig_atomic_t written from another thread would be a data race).
 std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free);
-extern "C" void on_sigint(int) { g_stop.store(1, std::memory_order_relaxed); }
+extern "C" void on_stop_signal(int) { g_stop.store(1, std::memory_order_relaxed); }
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Creates the output directory if it is missing; refuses one that cannot be written.
-void prepare_out_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw std::invalid_argument(fmt::format("--out {}: cannot create the directory ({})", dir,
-                                            ec ? ec.message() : "exists and is not a directory"));
-  if (access(dir.c_str(), W_OK) != 0)
-    throw std::invalid_argument(fmt::format("--out {}: the directory is not writable", dir));
-}
 
 // A resumed run rebuilds the checkpoint's model and continues its batches: every field that must
 // match on resume has to, or batches, metadata and model would silently disagree.
@@ -58,8 +53,15 @@ struct Trainee {
   std::unique_ptr<models::SequenceModel> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<ThreadReplicas> workers; // threads > 1: the batch's rows split over threads
+  std::unique_ptr<distributed::BucketedAllreduce> across_ranks; // several ranks: the gradient sums
   std::int64_t start = 0;                  // steps done before this invocation
 };
+
+// The seed of rank r's dropout masks (its model's and its thread replicas'): rank 0 draws what one
+// process draws; every other rank draws masks of its own for its rows.
+std::uint64_t dropout_seed(std::uint64_t seed, int rank) {
+  return rank == 0 ? seed : mix_seed(seed ^ 0x52414e4b'53454544ull, static_cast<std::uint64_t>(rank)); // "RANKSEED"
+}
 
 Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed) {
   Trainee t;
@@ -70,10 +72,24 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed) {
   } else {
     t.model = std::make_unique<models::SequenceModel>(o.run.model_config(), o.run.seed);
   }
+  const int rank = distributed::rank();
+  if (rank > 0) { // the same values in a model whose dropout has a seed of its own
+    auto own = std::make_unique<models::SequenceModel>(o.run.model_config(), dropout_seed(o.run.seed, rank));
+    own->load_parameters(t.model->named_parameters(), "the run's model");
+    t.model = std::move(own);
+  }
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
   if (resumed) load_optimizer_state(o.resume, t.start, *t.optimizer);
-  t.workers = workers_for(*t.model, o.threads, o.run.seed);
+  t.workers = workers_for(*t.model, o.threads, dropout_seed(o.run.seed, rank));
   return t;
+}
+
+// What a step stops: nothing, the run (the accuracy goal was reached), or the run after a save
+// (a stop signal). Every rank stops after the same step: its own reason or any other rank's.
+enum class Stop { none = 0, goal = 1, signal = 2 };
+Stop agreed_stop(Stop mine) {
+  if (distributed::size() == 1) return mine;
+  return static_cast<Stop>(distributed::allreduce_max(static_cast<std::int64_t>(mine)));
 }
 
 // One invocation: steps start+1 .. run.steps, with evaluations, checkpoints, metrics.csv and
@@ -83,9 +99,11 @@ public:
   TrainingLoop(const TrainOptions& o, Trainee trainee)
       : o_(o), cfg_(o.run), task_(o.run.task_config()), t_(std::move(trainee)), schedule_(lr_schedule(o.run)),
         eval_set_(data::make_eval_set(task_, o.eval_count)),
-        model_path_((fs::path(o.out_dir) / "model.safetensors").string()), csv_(o.out_dir, !o.resume.empty()),
-        progress_(o.quiet, o.json, t_.start, o.run.steps, tokens_per_step()) {
+        model_path_((fs::path(o.out_dir) / "model.safetensors").string()),
+        progress_(o.quiet || !root_, o.json, t_.start, o.run.steps, tokens_per_step()) {
+    if (root_) csv_.emplace(o.out_dir, !o.resume.empty());
     sum_.steps = t_.start;
+    sum_.ranks = distributed::size();
   }
 
   TrainSummary run() {
@@ -99,8 +117,10 @@ public:
       if (!step(s)) break;
     progress_.done();
     if (o_.profile) profiler_enable(false);
+    if (t_.across_ranks) check_no_drift(*t_.model, sum_.steps);
     if (!sum_.interrupted) final_evaluation_and_save();
-    write_attention_svg(*t_.model, eval_set_, cfg_.task, sum_.steps, (fs::path(o_.out_dir) / "attention.svg").string());
+    if (root_)
+      write_attention_svg(*t_.model, eval_set_, cfg_.task, sum_.steps, (fs::path(o_.out_dir) / "attention.svg").string());
     summarize(now() - t_begin);
     return sum_;
   }
@@ -115,7 +135,8 @@ private:
     const double lr = schedule_.at(s);
     StepResult r;
     try {
-      r = train_step(*t_.model, *t_.optimizer, batch, {s, lr, cfg_.clip}, nullptr, t_.workers.get());
+      r = train_step(*t_.model, *t_.optimizer, batch, {s, lr, cfg_.clip}, nullptr, t_.workers.get(),
+                     t_.across_ranks.get());
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(fmt::format("{}, the last checkpoint {} is intact", e.what(), last_checkpoint()));
     }
@@ -123,32 +144,45 @@ private:
     train_seconds_ += dt;
     sum_.steps = s;
     sum_.losses.push_back(r.loss);
-    csv_.step_row(s, r.loss, lr, static_cast<double>(tokens_per_step()) / dt);
+    if (csv_) csv_->step_row(s, r.loss, lr, static_cast<double>(tokens_per_step()) / dt);
     progress_.step(s, r.loss, lr, train_seconds_);
 
     const bool eval_now = o_.eval_every > 0 && s % o_.eval_every == 0;
+    if (eval_now && t_.across_ranks) check_no_drift(*t_.model, s);
     if (eval_now) evaluate_at(s);
     if ((o_.save_every > 0 && s % o_.save_every == 0) || (o_.save_every == 0 && eval_now)) save(s);
-    if (eval_now && sum_.eval.seq_acc >= o_.stop_at_seq_acc) return false;
-    if (g_stop.load(std::memory_order_relaxed)) {
+    const bool goal = eval_now && sum_.eval.seq_acc >= o_.stop_at_seq_acc;
+    const Stop stop = agreed_stop(g_stop.load(std::memory_order_relaxed) ? Stop::signal : goal ? Stop::goal : Stop::none);
+    if (stop == Stop::signal) {
       save(s);
       sum_.interrupted = true;
       progress_.interrupted(s, model_path_);
-      return false;
     }
-    return true;
+    return stop == Stop::none;
   }
 
+  // Rank 0 evaluates and writes; the other ranks go on to the next step and wait for it there.
   void evaluate_at(std::int64_t s) {
+    if (!root_) return;
     sum_.eval = evaluate(*t_.model, eval_set_);
     last_eval_step_ = s;
     progress_.eval(s, sum_.eval);
-    csv_.eval_row(s, sum_.eval);
-    write_run_curves(o_.out_dir);
+    csv_->eval_row(s, sum_.eval);
+    draw_curves();
+  }
+
+  // The picture is a view of metrics.csv: if it cannot be drawn, training goes on (said once).
+  void draw_curves() {
+    try {
+      write_run_curves(o_.out_dir);
+    } catch (const std::exception& e) {
+      if (!curves_warned_) fmt::print(stderr, "headgrad train: curves.svg not drawn: {}\n", e.what());
+      curves_warned_ = true;
+    }
   }
 
   void save(std::int64_t s) {
-    save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s);
+    if (root_) save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s);
     sum_.checkpoint = model_path_;
   }
 
@@ -170,9 +204,11 @@ private:
     for (std::size_t i = sum_.losses.size() - k; i < sum_.losses.size(); ++i) recent += sum_.losses[i];
     sum_.loss = k ? recent / static_cast<double>(k) : 0.0;
     sum_.seconds = wall_seconds;
+    sum_.train_seconds = train_seconds_;
     sum_.tokens_per_s = train_seconds_ > 0 ? static_cast<double>(tokens_per_step()) *
                                                  static_cast<double>(sum_.losses.size()) / train_seconds_
                                            : 0.0;
+    if (t_.across_ranks) sum_.comm = t_.across_ranks->stats();
   }
 
   const TrainOptions& o_;
@@ -182,7 +218,9 @@ private:
   const optim::LrSchedule schedule_;
   const data::Batch eval_set_;
   const std::string model_path_;
-  MetricsCsv csv_;
+  const bool root_ = distributed::rank() == 0; // evaluates, prints and writes the output directory
+  std::optional<MetricsCsv> csv_;               // rank 0's
+  bool curves_warned_ = false;
   Progress progress_;
   TrainSummary sum_;
   double train_seconds_ = 0;
@@ -190,16 +228,36 @@ private:
 };
 
 TrainSummary run_training(const TrainOptions& o, LoadedRun* resumed) {
-  o.run.model_config().validate();
-  data::validate(o.run.task_config());
-  runtime::set_threads(o.threads);
-  prepare_out_dir(o.out_dir);
-  return TrainingLoop(o, trainee_for(o, resumed)).run();
+  const int ranks = distributed::size();
+  if (ranks > 1) check_same_settings(o);
+  // Errors that some ranks may see and others not (a directory exists on rank 0's machine only)
+  // reach every rank, so that all stop here together.
+  std::optional<RunDirectory> out_dir; // held until the run ends
+  Trainee trainee;
+  distributed::agree([&] {
+    o.run.model_config().validate();
+    data::validate(o.run.task_config());
+    if (o.run.batch < ranks)
+      throw std::invalid_argument(fmt::format("--batch {} is smaller than the {} ranks: each rank needs a sequence of "
+                                              "every batch",
+                                              o.run.batch, ranks));
+    runtime::set_threads(o.threads);
+    trainee = trainee_for(o, resumed);
+    if (distributed::rank() == 0) out_dir.emplace(o.out_dir, o.resume, o.overwrite);
+  });
+  if (ranks > 1) {
+    check_same_start(*trainee.model, *trainee.optimizer);
+    trainee.across_ranks = gradient_allreduce_for(*trainee.model, trainee.workers.get());
+  }
+  return TrainingLoop(o, std::move(trainee)).run();
 }
 
 } // namespace
 
-void install_interrupt_handler() { std::signal(SIGINT, on_sigint); }
+void install_interrupt_handler() {
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+}
 void request_stop() { g_stop.store(1, std::memory_order_relaxed); }
 
 TrainSummary train(const TrainOptions& o) {

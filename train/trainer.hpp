@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/distributed/bucketed_allreduce.hpp"
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
 #include "train/run_config.hpp"
@@ -19,6 +20,7 @@ struct TrainOptions {
   std::int64_t eval_count = 1000;  // held-out sequences
   std::string out_dir;             // created if missing
   std::string resume;              // model.safetensors of an earlier run, or ""
+  bool overwrite = false;          // replace another run's checkpoint found in out_dir
   int threads = 1;
   bool json = false;
   bool profile = false;
@@ -32,20 +34,33 @@ struct TrainSummary {
   EvalResult eval;
   double tokens_per_s = 0;         // (batch * max_len) positions per second of training time
   double seconds = 0;              // wall time of this invocation's loop
+  double train_seconds = 0;        // the part of it spent in training steps
   bool interrupted = false;        // stopped by SIGINT (a checkpoint was saved)
   std::vector<double> losses;      // every step's loss in this invocation (tests)
   std::string checkpoint;          // path of the last saved model file
+  int ranks = 1;                   // MPI ranks that trained (distributed::size())
+  distributed::CommStats comm;     // this rank's gradient all-reduce (ranks > 1)
 };
 
 // Trains a fresh model, or continues the checkpoint options.resume (loaded here). A non-finite
 // loss or gradient throws NonFiniteError (train_step's message, naming the intact checkpoint).
+// options.out_dir is locked for the run and refused when it holds another run's checkpoint
+// (train/run_directory.hpp).
+//
+// As one rank of several (framework/distributed/communicator.hpp) every rank calls train() with
+// the same options: each trains on its shard of every batch (train_step), and rank 0 alone
+// evaluates, writes the output directory and prints. The ranks check that they share settings and
+// start from the same parameters, compare parameter checksums at every evaluation and at the end,
+// and stop together (after a Ctrl-C on any of them, or when rank 0 reaches stop_at_seq_acc). Errors every rank sees alike
+// are distributed::CollectiveError (or NonFiniteError).
 TrainSummary train(const TrainOptions& options);
 // Continues `resumed`, the checkpoint options.resume already loaded (so it is read once).
 // options.run must keep every field that must match on resume (train::Role): the model is the
 // checkpoint's and its batches continue; std::invalid_argument names the fields that differ.
 TrainSummary train(const TrainOptions& options, LoadedRun resumed);
 
-// SIGINT sets a flag the loop checks between steps; the run saves a checkpoint and returns.
+// SIGINT and SIGTERM set a flag the loop checks between steps; the run saves a checkpoint and
+// returns. (mpirun turns a Ctrl-C into SIGTERM for every rank, and SIGKILL a second later.)
 void install_interrupt_handler();
 void request_stop(); // what the handler does; also for tests
 

@@ -1,8 +1,9 @@
 // info_command.cpp - `headgrad info [--check-blas N]`: the BLAS build, its active kernel, threads
-// and CPU features, and optionally a check of the kernel's gemm results.
+// and CPU features, MPI support and ranks, and optionally a check of the kernel's gemm results.
 #include <cstdlib>
 #include <fmt/format.h>
 
+#include "framework/distributed/communicator.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_check.hpp"
 #include "train/cli/blas_core.hpp"
@@ -17,12 +18,13 @@ int info_command(int argc, char** argv) {
                       "long-double reference (exit 1 if any is wrong)"}});
   args.parse(argc, argv, 2);
   if (args.help()) {
-    fmt::print("usage: headgrad info [--check-blas N]\n\nPrints the BLAS build, its active kernel, threads and CPU "
-               "features.\n\nflags:\n{}",
+    fmt::print("usage: headgrad info [--check-blas N]\n\nPrints the BLAS build, its active kernel, threads, CPU "
+               "features, MPI support and ranks.\n\nflags:\n{}",
                args.usage());
     return 0;
   }
   const std::int64_t check_shapes = args.integer_at_least("check-blas", 0);
+  if (distributed::rank() != 0) return 0; // rank 0 speaks for the job
   runtime::set_threads(runtime::available_cores()); // as train/eval set them by default
   const auto b = runtime::blas_info();
   const char* env_core = std::getenv("OPENBLAS_CORETYPE");
@@ -38,6 +40,15 @@ int info_command(int argc, char** argv) {
   fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(libgomp default: spin, then sleep)");
   fmt::print("CPU cores:       {}\n", b.cores);
   fmt::print("CPU features:    {}\n", cpu_features().str());
+  if (distributed::built_with_mpi())
+    fmt::print("MPI:             {} (built with MPI support)\n", distributed::mpi_library_version());
+  else
+    fmt::print("MPI:             not built in (CMake found no MPI; install libopenmpi-dev and rebuild)\n");
+  if (distributed::size() > 1)
+    fmt::print("MPI ranks:       {} ({} on this machine)\n", distributed::size(), distributed::local_size());
+  else
+    fmt::print("MPI ranks:       1 ({})\n", distributed::started_by_launcher() ? "started by an MPI launcher"
+                                                                                : "not started by mpirun or srun");
   const std::string notice = blas_core_notice();
   if (!notice.empty()) fmt::print("{}\n", notice);
   if (check_shapes > 0) {

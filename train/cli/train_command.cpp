@@ -1,11 +1,15 @@
 // train_command.cpp - `headgrad train`: the flags, a resumed run's settings, the start-up banner,
-// the training run and its summary.
+// the training run and its summary. Under mpirun or srun every rank runs it with the same flags
+// (checked), and rank 0 alone prints.
 #include <algorithm>
 #include <ctime>
 #include <fmt/format.h>
 #include <optional>
+#include <unistd.h>
 
 #include "framework/autograd.hpp"
+#include "framework/distributed/communicator.hpp"
+#include "framework/distributed/consistency.hpp"
 #include "framework/profiler.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_core.hpp"
@@ -34,11 +38,20 @@ std::vector<FlagSpec> train_flags() {
        "first write the autograd graph of one training step (op, shape, gradient norm per node) as DOT, and SVG "
        "when Graphviz's dot is installed",
        "FILE"},
+      {"overwrite", Kind::flag, "false", "replace the checkpoint of another run found in --out"},
       {"json", Kind::flag, "false", "print the summary as one JSON object on the last line"},
       {"profile", Kind::flag, "false", "print time per op type, forward and backward"},
       {"quiet", Kind::flag, "false", "no progress output"},
   });
   return flags;
+}
+
+// The threads of a rank when --threads is not given: the cores it may use, shared with the other
+// ranks on its machine unless the launcher bound each rank to cores of its own.
+int default_threads() {
+  const int cores = runtime::available_cores(), ranks_here = distributed::local_size();
+  const bool bound = cores < static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return ranks_here == 1 || bound ? cores : std::max(1, cores / ranks_here);
 }
 
 std::string default_out_dir(const std::string& task) {
@@ -62,7 +75,7 @@ TrainRequest train_request(const Args& args) {
   TrainRequest r;
   train::TrainOptions& o = r.options;
   o.run = run_config_from_flags(args, RunFields::all);
-  o.threads = static_cast<int>(args.integer_at_least("threads", 1));
+  o.threads = args.given("threads") ? static_cast<int>(args.integer_at_least("threads", 1)) : default_threads();
   o.eval_every = args.integer_at_least("eval-every", 0);
   o.eval_count = args.integer_at_least("eval-count", 1);
   o.save_every = args.integer_at_least("save-every", 0);
@@ -71,6 +84,7 @@ TrainRequest train_request(const Args& args) {
   o.quiet = args.flag("quiet");
   o.resume = args.text("resume");
   r.graph = args.text("graph");
+  o.overwrite = args.flag("overwrite");
   if (!o.resume.empty()) {
     r.resumed = train::load_model_checkpoint(o.resume);
     o.run = resumed_run_config(args, o.run, *r.resumed, o.resume);
@@ -108,17 +122,42 @@ std::string draw_step_graph(const train::TrainOptions& o, const std::string& pat
   }
 }
 
+// The request, read by every rank: an error on any rank (ranks may be given different flags)
+// stops every rank here, and rank 0 says why.
+std::optional<TrainRequest> train_request_on_every_rank(Args& args, int argc, char** argv) {
+  std::optional<TrainRequest> request;
+  distributed::agree([&] {
+    args.parse(argc, argv, 2);
+    if (!args.help()) request = train_request(args);
+  });
+  return request;
+}
+
 void print_banner(const train::TrainOptions& o) {
   const auto blas = runtime::blas_info();
   const std::string notice = blas_core_notice();
   if (!notice.empty()) fmt::print(stderr, "{}\n", notice);
   if (o.quiet || o.json) return;
   const train::RunConfig& c = o.run;
+  const int ranks = distributed::size();
   fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, vocab {}, len {}..{}, batch {}, {} lr {}, "
-             "{} steps{}\nBLAS: OpenBLAS core {}, {} threads; output in {}\n",
+             "{} steps{}\nBLAS: OpenBLAS core {}, {} threads{}; output in {}\n",
              data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, c.vocab, c.min_len, c.max_len, c.batch,
              c.optimizer, c.lr, c.steps, o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core,
-             o.threads, o.out_dir);
+             o.threads, ranks > 1 ? fmt::format(" per rank, {} MPI ranks", ranks) : "", o.out_dir);
+}
+
+// The gradient all-reduce of rank 0 (the ranks' figures are alike), per step.
+void print_communication(const train::TrainSummary& s) {
+  const distributed::CommStats& c = s.comm;
+  if (s.ranks == 1 || c.steps == 0) return;
+  const double steps = static_cast<double>(c.steps);
+  fmt::print("all-reduce over {} ranks: {:.2f} MB per step in {} bucket{}; {:.2f} ms per step communicating, {:.0f}% "
+             "of it overlapped with backward; {:.2f} ms per step waiting for it ({:.1f}% of the step)\n\n",
+             s.ranks, static_cast<double>(c.bytes) / steps / 1e6, c.buckets, c.buckets == 1 ? "" : "s",
+             c.comm_seconds / steps * 1e3,
+             c.comm_seconds > 0 ? 100.0 * c.overlapped_seconds / c.comm_seconds : 0.0, c.wait_seconds / steps * 1e3,
+             s.train_seconds > 0 ? 100.0 * c.wait_seconds / s.train_seconds : 0.0);
 }
 
 void print_profile() {
@@ -148,35 +187,50 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
              s.interrupted ? " (interrupted)" : "");
   if (!o.json)
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}, {}/attention.svg\n", o.out_dir, o.out_dir, s.checkpoint, o.out_dir);
-  if (o.json)
+  if (o.json) {
+    const distributed::CommStats& c = s.comm;
+    const double steps = static_cast<double>(std::max<std::int64_t>(c.steps, 1));
+    const std::string comm =
+        s.ranks == 1 ? ""
+                     : fmt::format(", \"allreduce_bytes_per_step\": {:.0f}, \"comm_seconds_per_step\": {:.6f}, "
+                                   "\"comm_overlapped\": {:.4f}, \"comm_wait_seconds_per_step\": {:.6f}",
+                                   static_cast<double>(c.bytes) / steps, c.comm_seconds / steps,
+                                   c.comm_seconds > 0 ? c.overlapped_seconds / c.comm_seconds : 0.0,
+                                   c.wait_seconds / steps);
     fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
-               "\"tokens_per_s\": {:.1f}, \"seconds\": {:.3f}, \"interrupted\": {}, \"out\": \"{}\"}}\n",
-               s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.seconds,
-               s.interrupted ? "true" : "false", o.out_dir);
+               "\"tokens_per_s\": {:.1f}, \"train_seconds\": {:.3f}, \"seconds\": {:.3f}, \"interrupted\": {}, "
+               "\"ranks\": {}, \"threads\": {}{}, \"out\": \"{}\"}}\n",
+               s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.train_seconds,
+               s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, comm, o.out_dir);
+  }
 }
 
 } // namespace
 
 int train_command(int argc, char** argv) {
   Args args("train", train_flags());
-  args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
-               "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
-               "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\n\nflags:\n{}",
-               args.usage());
+  std::optional<TrainRequest> request = train_request_on_every_rank(args, argc, argv);
+  const bool speaks = distributed::rank() == 0;
+  if (!request) {
+    if (speaks)
+      fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
+                 "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
+                 "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\nUnder mpirun "
+                 "or srun the ranks train it data-parallel: --batch is the global batch.\n\nflags:\n{}",
+                 args.usage());
     return 0;
   }
-  TrainRequest request = train_request(args);
-  const train::TrainOptions& o = request.options;
-  print_banner(o);
-  if (!request.graph.empty()) {
-    const std::string wrote = draw_step_graph(o, request.graph);
+  const train::TrainOptions& o = request->options;
+  if (speaks) print_banner(o);
+  if (speaks && !request->graph.empty()) { // drawn on a model of its own: nothing collective
+    const std::string wrote = draw_step_graph(o, request->graph);
     if (!o.quiet) fmt::print("{}\n", wrote);
   }
   train::install_interrupt_handler();
-  const train::TrainSummary s = request.resumed ? train::train(o, std::move(*request.resumed)) : train::train(o);
+  const train::TrainSummary s = request->resumed ? train::train(o, std::move(*request->resumed)) : train::train(o);
+  if (!speaks) return 0;
   if (o.profile) print_profile();
+  if (o.profile) print_communication(s);
   print_summary(o, s);
   return 0;
 }

@@ -1,0 +1,196 @@
+#include "framework/distributed/bucketed_allreduce.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "framework/autograd.hpp"
+#include "framework/distributed/communicator.hpp"
+#include "framework/kernels/accumulate.hpp"
+
+namespace headgrad::distributed {
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+void check_same_list(const NamedTensors& a, const NamedTensors& b, std::size_t worker) {
+  bool same = a.size() == b.size();
+  for (std::size_t i = 0; same && i < a.size(); ++i)
+    same = a[i].first == b[i].first && a[i].second.shape() == b[i].second.shape() &&
+           a[i].second.dtype() == b[i].second.dtype();
+  if (!same)
+    throw std::invalid_argument(fmt::format("BucketedAllreduce: worker {}'s parameters differ from the target's ({} "
+                                            "and {} parameters, or names, shapes or dtypes)",
+                                            worker, b.size(), a.size()));
+}
+
+} // namespace
+
+std::vector<std::vector<std::size_t>> plan_buckets(const NamedTensors& params, std::size_t bucket_bytes) {
+  std::vector<std::vector<std::size_t>> buckets;
+  std::size_t bytes = 0;
+  for (std::size_t i = params.size(); i-- > 0;) {
+    const Tensor& p = params[i].second;
+    const std::size_t size = static_cast<std::size_t>(p.numel()) * dtype_size(p.dtype());
+    const bool fits = !buckets.empty() && bytes + size <= bucket_bytes &&
+                      params[buckets.back().front()].second.dtype() == p.dtype();
+    if (!fits) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(i);
+    bytes += size;
+  }
+  return buckets;
+}
+
+BucketedAllreduce::BucketedAllreduce(NamedTensors target, std::vector<NamedTensors> workers, std::size_t bucket_bytes)
+    : target_(std::move(target)), workers_(std::move(workers)) {
+  if (workers_.empty()) throw std::invalid_argument("BucketedAllreduce: no workers");
+  for (std::size_t w = 0; w < workers_.size(); ++w) check_same_list(target_, workers_[w], w);
+  bucket_of_.resize(target_.size());
+  for (auto& params : plan_buckets(target_, bucket_bytes)) {
+    auto b = std::make_unique<Bucket>();
+    std::int64_t numel = 0;
+    for (std::size_t i : params) {
+      bucket_of_[i] = buckets_.size();
+      b->offsets.push_back(numel);
+      numel += target_[i].second.numel();
+    }
+    b->params = std::move(params);
+    b->flat = Tensor::empty({numel}, target_[b->params.front()].second.dtype());
+    buckets_.push_back(std::move(b));
+  }
+  stats_.buckets = static_cast<std::int64_t>(buckets_.size());
+  fired_.assign(workers_.size(), std::vector<char>(target_.size(), 0));
+  for (std::size_t w = 0; w < workers_.size(); ++w)
+    for (std::size_t i = 0; i < target_.size(); ++i)
+      set_grad_ready_hook(workers_[w][i].second, [this, w, i] { on_gradient_ready(w, i); });
+  thread_ = std::thread([this] { communicate(); });
+}
+
+BucketedAllreduce::~BucketedAllreduce() {
+  for (auto& worker : workers_)
+    for (auto& [name, p] : worker) set_grad_ready_hook(p, {});
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void BucketedAllreduce::begin(int active) {
+  if (active < 0 || static_cast<std::size_t>(active) > workers_.size())
+    throw std::logic_error(fmt::format("BucketedAllreduce::begin: {} active workers of {}", active, workers_.size()));
+  {
+    std::lock_guard lock(mutex_);
+    if (armed_) throw std::logic_error("BucketedAllreduce::begin: the previous step was not finished");
+    next_ = 0;
+    for (auto& b : buckets_) {
+      b->ready = false;
+      b->remaining.store(static_cast<int>(b->params.size()) * active, std::memory_order_relaxed);
+    }
+  }
+  for (auto& f : fired_) std::fill(f.begin(), f.end(), 0);
+  active_ = active;
+  armed_.store(true, std::memory_order_release);
+  if (active == 0)
+    for (std::size_t k = 0; k < buckets_.size(); ++k) pack_and_send(k);
+}
+
+// A hook: worker w's gradient of parameter i is final. The last of a bucket's hooks sends it.
+void BucketedAllreduce::on_gradient_ready(std::size_t w, std::size_t i) {
+  if (!armed_.load(std::memory_order_acquire) || w >= static_cast<std::size_t>(active_)) return; // not in a step
+  if (fired_[w][i])
+    throw std::logic_error(fmt::format("BucketedAllreduce: a second backward of worker {} reached '{}' before "
+                                       "finish(); one backward per worker and step",
+                                       w, target_[i].first));
+  fired_[w][i] = 1;
+  const std::size_t k = bucket_of_[i];
+  // acq_rel: the other workers' gradient writes, released by their own count-downs, are visible here
+  if (buckets_[k]->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) pack_and_send(k);
+}
+
+// flat = the active workers' gradients of the bucket's parameters, added in worker order (zeros
+// where none has one); then the communication thread may take it.
+void BucketedAllreduce::pack_and_send(std::size_t k) {
+  Bucket& b = *buckets_[k];
+  dispatch_float(b.flat.dtype(), "BucketedAllreduce", [&]<typename T>() {
+    for (std::size_t j = 0; j < b.params.size(); ++j) {
+      const std::size_t i = b.params[j];
+      const Dims& shape = target_[i].second.shape();
+      T* dst = b.flat.data<T>() + b.offsets[j];
+      bool first = true;
+      for (int w = 0; w < active_; ++w) {
+        const Tensor g = workers_[static_cast<std::size_t>(w)][i].second.grad();
+        if (!g.defined()) continue;
+        kernels::sum_into<T>(dst, first, shape, g.data<T>(), g.shape(), g.strides(), T(1));
+        first = false;
+      }
+      if (first) std::memset(dst, 0, static_cast<std::size_t>(shape.numel()) * sizeof(T));
+    }
+  });
+  {
+    std::lock_guard lock(mutex_);
+    b.ready = true;
+  }
+  cv_.notify_all();
+}
+
+void BucketedAllreduce::communicate() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || (next_ < buckets_.size() && buckets_[next_]->ready); });
+    if (stop_) return;
+    Bucket& b = *buckets_[next_];
+    lock.unlock();
+    b.start = now();
+    dispatch_float(b.flat.dtype(), "BucketedAllreduce", [&]<typename T>() { allreduce_sum(b.flat.data<T>(), b.flat.numel()); });
+    b.end = now();
+    lock.lock();
+    ++next_;
+    cv_.notify_all(); // finish() waits for next_ to reach the end
+  }
+}
+
+void BucketedAllreduce::finish() {
+  if (!armed_.exchange(false, std::memory_order_acq_rel))
+    throw std::logic_error("BucketedAllreduce::finish: no step begun");
+  const double called = now();
+  // Every backward is over: no hook runs any more, and whatever a bucket lacks is final (zeros).
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    bool ready = false;
+    {
+      std::lock_guard lock(mutex_);
+      ready = buckets_[k]->ready;
+    }
+    if (!ready) pack_and_send(k);
+  }
+  {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return next_ == buckets_.size(); });
+  }
+  const double done = now();
+  ++stats_.steps;
+  stats_.wait_seconds += done - called;
+  for (const auto& b : buckets_) {
+    stats_.bytes += static_cast<std::int64_t>(b->flat.numel() * dtype_size(b->flat.dtype()));
+    stats_.comm_seconds += b->end - b->start;
+    stats_.overlapped_seconds += std::max(0.0, std::min(b->end, called) - b->start);
+  }
+  // The sums become the target's gradients (fresh tensors: the buffers are reused next step).
+  for (auto& worker : workers_)
+    for (auto& [name, p] : worker) p.impl()->grad.reset();
+  for (const auto& b : buckets_)
+    for (std::size_t j = 0; j < b->params.size(); ++j) {
+      const Tensor& p = target_[b->params[j]].second;
+      Tensor g = new_tensor(p.shape(), p.dtype());
+      std::memcpy(g.raw(), static_cast<char*>(b->flat.raw()) + b->offsets[j] * dtype_size(p.dtype()),
+                  static_cast<std::size_t>(p.numel()) * dtype_size(p.dtype()));
+      p.impl()->grad = g.impl_ptr();
+    }
+}
+
+} // namespace headgrad::distributed

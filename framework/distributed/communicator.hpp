@@ -1,0 +1,62 @@
+// communicator.hpp - the processes of a data-parallel job: starting and ending MPI, this
+// process's rank and the job's size, and the few collectives training needs (sums, a broadcast,
+// text gathered from every rank).
+//
+// Built on MPI (Open MPI on Debian) when CMake found it, with HEADGRAD_WITH_MPI defined in
+// communicator_mpi.cpp; without it communicator_single.cpp is compiled instead. Either way a
+// process that no MPI launcher (mpirun, srun) started is a job of one: rank 0 of 1, every
+// collective over the one rank returns its input, and MPI is not even started (MPI_Init alone
+// takes most of a second).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace headgrad::distributed {
+
+bool built_with_mpi();
+// The MPI library's version line (MPI_Get_library_version), "" without MPI support.
+std::string mpi_library_version();
+// True when an MPI launcher started this process: mpirun/mpiexec (OMPI_COMM_WORLD_SIZE, or
+// PMI_RANK for MPICH's hydra) or a PMIx launcher such as srun --mpi=pmix (PMIX_RANK).
+bool started_by_launcher();
+
+// The MPI session of a program: constructed first thing in main(), it starts MPI when a launcher
+// started the process (unless the program started MPI itself; then it is used as it is), and ends
+// it at scope exit. The collectives below use a duplicate of MPI_COMM_WORLD, so they never match
+// messages of the program's own.
+// MPI must allow calls from any one thread at a time (MPI_THREAD_SERIALIZED): the gradient
+// all-reduce runs on a thread of its own. std::runtime_error when the library cannot, or when a
+// launcher started several ranks of a build without MPI support.
+class Session {
+public:
+  Session(int& argc, char**& argv);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+private:
+  bool started_mpi_ = false;
+};
+
+int rank();       // 0 .. size() - 1; 0 without a session
+int size();       // ranks in the job; 1 without a session
+int local_size(); // ranks on this machine (sharing its memory), this one included
+
+// Collectives: every rank calls them in the same order with the same counts. Each waits by
+// polling with short sleeps instead of spinning, so a rank waiting for a slower one leaves the
+// cores to the compute it shares them with. Calls from two threads at once are not allowed.
+void allreduce_sum(float* data, std::int64_t n);
+void allreduce_sum(double* data, std::int64_t n);
+std::int64_t allreduce_max(std::int64_t value);
+std::int64_t allreduce_min(std::int64_t value);
+void broadcast(void* data, std::size_t bytes, int root = 0);
+// Every rank's `text`, in rank order, on every rank.
+std::vector<std::string> allgather(const std::string& text);
+
+// Ends every rank of the job with exit code `code` (MPI_Abort): the way out when this rank cannot
+// go on and the others would wait for it forever.
+[[noreturn]] void abort_job(int code);
+
+} // namespace headgrad::distributed

@@ -1,0 +1,146 @@
+// rank_program.cpp - what tests/test_mpi.cpp runs on every rank under mpirun, where the headgrad
+// binary cannot show it: the ranks' own parameters and gradients. Each mode writes its results
+// to PREFIX.rank<r>.safetensors (or prints one line per rank) for the test to compare.
+//
+//   steps PREFIX STEPS BATCH THREADS   the reference model's data-parallel train_step, STEPS
+//                                      steps; writes every parameter and "losses"
+//   user-module PREFIX ROWS            TwoLayerNet (user_module.hpp) under DataParallel and under
+//                                      allreduce_gradients; writes "param.*", "ddp.*", "simple.*"
+//   different-modules                  rank 1 builds another module: DataParallel must refuse
+//   drift                              rank 1 changes one parameter by one ulp: check_no_drift
+//                                      must name it on every rank
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <string>
+
+#include "framework/distributed/communicator.hpp"
+#include "framework/distributed/consistency.hpp"
+#include "framework/distributed/data_parallel.hpp"
+#include "framework/io/safetensors.hpp"
+#include "framework/runtime/threads.hpp"
+#include "tests/mpi/user_module.hpp"
+#include "train/rank_checks.hpp"
+#include "train/rank_shard.hpp"
+#include "train/run_optimizer.hpp"
+#include "train/train_step.hpp"
+
+using namespace headgrad;
+namespace distributed = headgrad::distributed;
+
+namespace {
+
+std::string rank_file(const std::string& prefix) { return fmt::format("{}.rank{}.safetensors", prefix, distributed::rank()); }
+
+// `steps` steps of the reference model as headgrad train takes them: its defaults, but for the
+// learning rate and warmup test_mpi.cpp pins (--lr 0.003 --warmup 300).
+struct Run {
+  train::RunConfig cfg;
+  std::unique_ptr<models::SequenceModel> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<train::ThreadReplicas> workers;
+  std::unique_ptr<distributed::BucketedAllreduce> across_ranks;
+  std::vector<double> losses;
+
+  Run(std::int64_t batch, int threads) {
+    cfg.batch = batch;
+    cfg.lr = 0.003;
+    cfg.warmup = 300;
+    runtime::set_threads(threads);
+    model = std::make_unique<models::SequenceModel>(cfg.model_config(), cfg.seed);
+    optimizer = train::make_optimizer(cfg, model->named_parameters());
+    workers = train::workers_for(*model, threads, cfg.seed);
+    across_ranks = train::gradient_allreduce_for(*model, workers.get());
+  }
+  void steps(std::int64_t first, std::int64_t last) {
+    const optim::LrSchedule schedule = train::lr_schedule(cfg);
+    for (std::int64_t s = first; s <= last; ++s) {
+      const data::Batch b = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(s - 1), cfg.batch);
+      losses.push_back(train::train_step(*model, *optimizer, b, {s, schedule.at(s), cfg.clip}, nullptr, workers.get(),
+                                         across_ranks.get())
+                           .loss);
+    }
+  }
+};
+
+int steps_mode(const std::string& prefix, std::int64_t steps, std::int64_t batch, int threads) {
+  Run run(batch, threads);
+  run.steps(1, steps);
+  NamedTensors out = run.model->named_parameters();
+  out.emplace_back("losses", Tensor::from(run.losses, {static_cast<std::int64_t>(run.losses.size())}, DType::f64));
+  io::save_safetensors(rank_file(prefix), out);
+  return 0;
+}
+
+int user_module_mode(const std::string& prefix, std::int64_t rows) {
+  using namespace user_module;
+  // A different initialisation on every rank: DataParallel must start them all from rank 0's.
+  TwoLayerNet net(100 + static_cast<std::uint64_t>(distributed::rank()));
+  distributed::DataParallel ddp(net, /*bucket_bytes=*/64); // several buckets even for this small net
+  NamedTensors out;
+  for (const auto& [name, p] : net.named_parameters()) out.emplace_back("param." + name, p.clone().detach());
+  const Rows batch = global_batch(rows);
+  const train::Shard shard = train::shard_of(rows, distributed::rank(), distributed::size());
+  net.zero_grad();
+  if (shard.count > 0) ddp.backward(shard_loss(net, batch, shard.first, shard.count));
+  else ddp.backward_without_data();
+  for (const auto& [name, p] : net.named_parameters()) out.emplace_back("ddp." + name, p.grad().clone());
+  net.zero_grad();
+  if (shard.count > 0) shard_loss(net, batch, shard.first, shard.count).backward();
+  distributed::allreduce_gradients(net);
+  for (const auto& [name, p] : net.named_parameters()) out.emplace_back("simple." + name, p.grad().clone());
+  io::save_safetensors(rank_file(prefix), out);
+  return 0;
+}
+
+int different_modules_mode() {
+  user_module::TwoLayerNet same(1);
+  Generator gen(2);
+  nn::Linear other(4, 5, true, gen, DType::f64);
+  try {
+    if (distributed::rank() == 1) distributed::DataParallel ddp(other);
+    else distributed::DataParallel ddp(same);
+  } catch (const std::invalid_argument& e) {
+    std::printf("rank %d refused: %s\n", distributed::rank(), e.what());
+    return 0;
+  }
+  std::printf("rank %d: not refused\n", distributed::rank());
+  return 1;
+}
+
+int drift_mode() {
+  Run run(8, 1);
+  run.steps(1, 2);
+  train::check_no_drift(*run.model, 2); // identical so far
+  if (distributed::rank() == 1) {
+    float& x = run.model->dense->bias.data<float>()[0];
+    x = std::nextafter(x, 1.0f);
+  }
+  try {
+    train::check_no_drift(*run.model, 3);
+  } catch (const distributed::CollectiveError& e) {
+    std::printf("rank %d stopped: %s\n", distributed::rank(), e.what());
+    return 0;
+  }
+  std::printf("rank %d: no drift found\n", distributed::rank());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  distributed::Session mpi(argc, argv);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "steps" && argc == 6) return steps_mode(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), std::stoi(argv[5]));
+    if (mode == "user-module" && argc == 4) return user_module_mode(argv[2], std::stoll(argv[3]));
+    if (mode == "different-modules") return different_modules_mode();
+    if (mode == "drift") return drift_mode();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", distributed::rank(), e.what());
+    distributed::abort_job(1);
+  }
+  std::fprintf(stderr, "usage: see the comment at the top of tests/mpi/rank_program.cpp\n");
+  return 2;
+}

@@ -1,0 +1,378 @@
+// Data-parallel training over MPI ranks, through the real binaries under mpirun (Open MPI, this
+// machine only): `headgrad train` on 2 ranks against one process, uneven and empty shards, ranks
+// x threads, resuming across rank counts, a rank killed mid-run, Ctrl-C on mpirun, refusals before
+// training, and - through tests/mpi/rank_program.cpp, which writes what every rank holds - bitwise
+// identical ranks, the wrapper for a user's own module, and drift detection.
+//
+// Built only when CMake found MPI; then these tests fail (not skip) when mpirun does. Label "mpi".
+// Every run is the small model or smaller, for a few dozen steps: the file takes tens of seconds.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "framework/io/safetensors.hpp"
+#include "tests/mpi/user_module.hpp"
+#include "tests/test_support.hpp"
+#include "train/checkpoint.hpp"
+#include "train/run_optimizer.hpp"
+
+using namespace headgrad;
+namespace fs = std::filesystem;
+using test_support::check_close;
+using test_support::contains;
+using test_support::lines_of;
+using test_support::read_file;
+
+namespace {
+
+struct TempDir : test_support::TempDir {
+  TempDir() : test_support::TempDir("test_mpi") {}
+};
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+  // stderr lines of headgrad's own (mpirun adds banners of its own around a failed job)
+  std::vector<std::string> headgrad_lines() const {
+    std::vector<std::string> v;
+    for (const auto& l : lines_of(err))
+      if (l.rfind("headgrad", 0) == 0) v.push_back(l);
+    return v;
+  }
+};
+
+// mpirun as a test runs it: CI runs as root, which Open MPI refuses unless told; the ranks may
+// outnumber the cores; no binding of ranks to cores (ctest runs other tests beside them).
+test_support::EnvChanges mpi_env() {
+  test_support::EnvChanges env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+#if defined(__SANITIZE_ADDRESS__)
+  // Open MPI unloads its components at MPI_Finalize, so LeakSanitizer sees their allocations with
+  // unknown frames and no suppression by library can name them: the ranks run without leak checks
+  // (ASan and UBSan stay on). The same distributed code runs leak-checked in test_distributed.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  env.emplace_back("ASAN_OPTIONS", std::string(asan ? asan : "") + ":detect_leaks=0");
+#endif
+  return env;
+}
+const test_support::EnvChanges kMpiEnv = mpi_env();
+std::vector<std::string> mpirun(int ranks) {
+  return {HEADGRAD_MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", std::to_string(ranks)};
+}
+
+pid_t start(const std::vector<std::string>& argv, const TempDir& dir, const std::string& tag) {
+  return test_support::spawn(argv, dir / (tag + ".out"), dir / (tag + ".err"), dir.path.string(), kMpiEnv);
+}
+Result finish(pid_t pid, const TempDir& dir, const std::string& tag, double timeout_s = 120) {
+  Result r;
+  r.rc = test_support::wait_for(pid, timeout_s);
+  r.out = read_file(dir / (tag + ".out"));
+  r.err = read_file(dir / (tag + ".err"));
+  return r;
+}
+Result run(const std::vector<std::string>& argv, const TempDir& dir) {
+  static int n = 0;
+  const std::string tag = fmt::format("run{}", n++);
+  return finish(start(argv, dir, tag), dir, tag);
+}
+
+// `headgrad train` with `args` as one process (ranks 0) or under mpirun with that many ranks.
+Result headgrad_train(int ranks, std::vector<std::string> args, const TempDir& dir) {
+  std::vector<std::string> argv = ranks == 0 ? std::vector<std::string>{} : mpirun(ranks);
+  argv.push_back(HEADGRAD_CLI);
+  argv.push_back("train");
+  argv.insert(argv.end(), args.begin(), args.end());
+  const Result r = run(argv, dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 0);
+  return r;
+}
+
+// The small model (headgrad train's defaults), quietly, one thread per rank, into `out`. Runs stay
+// within the default warmup (300 steps), where the learning rate does not depend on --steps.
+// The learning rate is pinned (not the default's): these runs stay inside a long warmup, where the
+// tolerances below hold (see kParamTol).
+std::vector<std::string> small(const std::string& out, std::int64_t steps, std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"--steps", std::to_string(steps), "--lr", "0.003", "--warmup", "300",
+                                   "--eval-every", "25", "--threads", "1", "--quiet", "--out", out};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::map<std::string, std::vector<double>> tensors_of(const std::string& path) {
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& [name, t] : io::load_safetensors(path).tensors) out[name] = t.to_vector();
+  return out;
+}
+
+// Every tensor of `got` close to the same-named one of `want` (or, with atol 0, equal).
+void check_same_tensors(const std::map<std::string, std::vector<double>>& got,
+                        const std::map<std::string, std::vector<double>>& want, double atol) {
+  REQUIRE(got.size() == want.size());
+  for (const auto& [name, values] : want) {
+    CAPTURE(name);
+    REQUIRE(got.count(name));
+    if (atol == 0) CHECK(got.at(name) == values);
+    else check_close(got.at(name), values, atol, 0);
+  }
+}
+
+// The training losses metrics.csv logged, in step order (6 decimals).
+std::vector<double> losses_of(const std::string& out_dir) {
+  std::vector<double> losses;
+  for (const auto& row : lines_of(read_file(out_dir + "/metrics.csv")))
+    if (!row.empty() && std::isdigit(static_cast<unsigned char>(row[0])) && !contains(row, ",,,,"))
+      losses.push_back(std::stod(row.substr(row.find(',') + 1)));
+  return losses;
+}
+
+// Float32 runs of a few dozen Adam steps: the ranks add their shards' gradients in another order
+// than one process adds the rows, and Adam's normalised updates carry such rounding differences
+// to about 1e-4 in the parameters after 50 steps of the warmup (as splitting the batch over
+// threads does; at the full learning rate they grow faster).
+constexpr double kParamTol = 1e-3, kLossTol = 2e-5;
+
+void check_same_run(const std::string& got_dir, const std::string& want_dir) {
+  check_same_tensors(tensors_of(got_dir + "/model.safetensors"), tensors_of(want_dir + "/model.safetensors"), kParamTol);
+  check_close(losses_of(got_dir), losses_of(want_dir), kLossTol, 0);
+}
+
+// What rank_program wrote for every rank: PREFIX.rank<r>.safetensors.
+std::vector<std::map<std::string, std::vector<double>>> rank_files(const std::string& prefix, int ranks) {
+  std::vector<std::map<std::string, std::vector<double>>> out;
+  for (int r = 0; r < ranks; ++r) out.push_back(tensors_of(fmt::format("{}.rank{}.safetensors", prefix, r)));
+  return out;
+}
+
+Result rank_program(int ranks, std::vector<std::string> args, const TempDir& dir) {
+  std::vector<std::string> argv = mpirun(ranks);
+  argv.push_back(HEADGRAD_MPI_RANK_PROGRAM);
+  argv.insert(argv.end(), args.begin(), args.end());
+  const Result r = run(argv, dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 0);
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("mpirun -np 2 headgrad train = one process: 50 steps of the small model" * doctest::test_suite("mpi")) {
+  TempDir dir;
+  headgrad_train(0, small(dir / "one", 50), dir);
+  const Result two = headgrad_train(2, small(dir / "two", 50, {"--json", "--profile"}), dir);
+  check_same_run(dir / "two", dir / "one");
+  CHECK(contains(two.out, "\"ranks\": 2"));
+  CHECK(test_support::count_of(two.out, "\"steps\": 50") == 1); // rank 0 alone prints
+  // the profile's all-reduce line: the small model's 68496 float32 parameters in one bucket
+  CHECK(contains(two.out, "\"allreduce_bytes_per_step\": 273984,"));
+  CHECK(test_support::count_of(two.out, "all-reduce over 2 ranks: 0.27 MB per step in 1 bucket; ") == 1);
+  CHECK(contains(two.out, "% of it overlapped with backward; "));
+
+  // What the ranks hold: the same train_step on each, through rank_program. Both ranks' parameters
+  // are bitwise the same, and the same as the headgrad binary's 2-rank run.
+  rank_program(2, {"steps", dir / "ranks", "50", "64", "1"}, dir);
+  const auto ranks = rank_files(dir / "ranks", 2);
+  check_same_tensors(ranks[1], ranks[0], 0);
+  auto params = ranks[0];
+  params.erase("losses");
+  check_same_tensors(params, tensors_of(dir / "two/model.safetensors"), 0);
+}
+
+TEST_CASE("uneven shards and ranks x threads give the same run as one process" * doctest::test_suite("mpi")) {
+  TempDir dir;
+  // --batch 5: shards of 2 and 3 rows on 2 ranks; of 1, 2 and 2 on 3 ranks; with 2 threads per
+  // rank, 2 ranks split their shards again (1 + 1 and 1 + 2 rows)
+  headgrad_train(0, small(dir / "one", 20, {"--batch", "5"}), dir);
+  headgrad_train(2, small(dir / "two", 20, {"--batch", "5"}), dir);
+  headgrad_train(3, small(dir / "three", 20, {"--batch", "5"}), dir);
+  headgrad_train(2, small(dir / "threads", 20, {"--batch", "5", "--threads", "2"}), dir);
+  for (const char* run : {"two", "three", "threads"}) {
+    CAPTURE(run);
+    check_same_run(dir / run, dir / "one");
+  }
+  // with dropout every rank draws masks of its own, and the ranks still end bitwise equal (the
+  // run checks that at the end)
+  headgrad_train(2, small(dir / "dropout", 10, {"--dropout", "0.1", "--threads", "2"}), dir);
+  rank_program(3, {"steps", dir / "ranks", "20", "5", "1"}, dir);
+  const auto ranks = rank_files(dir / "ranks", 3);
+  check_same_tensors(ranks[1], ranks[0], 0);
+  check_same_tensors(ranks[2], ranks[0], 0);
+}
+
+TEST_CASE("a 2-rank checkpoint resumes with 1 rank and a 1-rank checkpoint with 2 ranks" * doctest::test_suite("mpi")) {
+  TempDir dir;
+  headgrad_train(0, small(dir / "whole", 40), dir);
+  // 2 ranks to step 20, then 1 rank to 40
+  headgrad_train(2, small(dir / "a", 20), dir);
+  headgrad_train(0, {"--resume", dir / "a/model.safetensors", "--steps", "40", "--threads", "1", "--quiet", "--out", dir / "a"}, dir);
+  // 1 rank to step 20, then 2 ranks to 40
+  headgrad_train(0, small(dir / "b", 20), dir);
+  headgrad_train(2, {"--resume", dir / "b/model.safetensors", "--steps", "40", "--threads", "1", "--quiet", "--out", dir / "b"}, dir);
+  for (const char* run : {"a", "b"}) {
+    CAPTURE(run);
+    CHECK(train::load_model_checkpoint(dir / (std::string(run) + "/model.safetensors")).step == 40);
+    check_same_run(dir / run, dir / "whole");
+  }
+}
+
+TEST_CASE("a rank killed with SIGKILL ends the job in seconds and leaves a checkpoint that resumes" *
+          doctest::test_suite("mpi")) {
+  TempDir dir;
+  const std::string out = dir / "run";
+  std::vector<std::string> argv = mpirun(2);
+  argv.insert(argv.end(), {HEADGRAD_CLI, "train"});
+  for (const auto& a : small(out, 100000, {"--save-every", "10", "--eval-every", "0"})) argv.push_back(a);
+  const pid_t job = start(argv, dir, "killed");
+  // mpirun's children are the ranks; rank 1 is the one whose environment says so
+  auto rank_pid = [&](int rank) -> pid_t {
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue; // not a process
+      const std::string stat = read_file(e.path() / "stat");
+      const auto close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(stat.substr(close + 2));
+      std::string state;
+      pid_t parent = 0;
+      rest >> state >> parent;
+      const std::string env = read_file(e.path() / "environ");
+      if (parent == job && contains(env, fmt::format("OMPI_COMM_WORLD_RANK={}", rank) + '\0'))
+        return static_cast<pid_t>(std::stol(name));
+    }
+    return -1;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(out + "/model.safetensors") && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200)); // into the steps after it
+  const pid_t rank0 = rank_pid(0), rank1 = rank_pid(1);
+  REQUIRE(rank0 > 0);
+  REQUIRE(rank1 > 0);
+  REQUIRE(kill(rank1, SIGKILL) == 0);
+  const auto killed = std::chrono::steady_clock::now();
+  const Result r = finish(job, dir, "killed", 30);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  INFO("stderr: ", r.err);
+  MESSAGE("the job ended ", seconds, " s after rank 1 was killed");
+  CHECK(r.rc != 0);
+  CHECK(seconds < 15);
+  CHECK(contains(r.err, "rank 1"));
+  CHECK(contains(r.err, "signal 9"));
+  // no rank left behind (a rank that exited may stay a zombie until init reaps it: that is gone)
+  const std::string stat = read_file(fmt::format("/proc/{}/stat", rank0));
+  CHECK((stat.empty() || stat.substr(stat.rfind(')') + 2, 1) == "Z"));
+
+  // the last checkpoint is whole, with its optimizer state, and the run resumes on 2 ranks
+  train::LoadedRun run = train::load_model_checkpoint(out + "/model.safetensors");
+  CHECK(run.step % 10 == 0);
+  auto opt = train::make_optimizer(run.config, run.model->named_parameters());
+  train::load_optimizer_state(out + "/model.safetensors", run.step, *opt);
+  const std::string target = std::to_string(run.step + 10);
+  headgrad_train(2, {"--resume", out + "/model.safetensors", "--steps", target, "--threads", "1", "--quiet", "--out", out}, dir);
+  CHECK(train::load_model_checkpoint(out + "/model.safetensors").step == run.step + 10);
+  // ... to where an uninterrupted 2-rank run gets, bit for bit
+  headgrad_train(2, small(dir / "whole", run.step + 10, {"--eval-every", "0"}), dir);
+  check_same_tensors(tensors_of(out + "/model.safetensors"), tensors_of(dir / "whole/model.safetensors"), 0);
+}
+
+TEST_CASE("Ctrl-C on mpirun: rank 0 saves one checkpoint and the job exits" * doctest::test_suite("mpi")) {
+  TempDir dir;
+  const std::string out = dir / "run";
+  std::vector<std::string> argv = mpirun(2);
+  argv.insert(argv.end(), {HEADGRAD_CLI, "train"});
+  for (const auto& a : small(out, 100000, {"--eval-every", "0"})) argv.push_back(a);
+  argv.erase(std::find(argv.begin(), argv.end(), "--quiet"));
+  const pid_t job = start(argv, dir, "interrupted");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (lines_of(read_file(out + "/metrics.csv")).size() < 6 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(kill(job, SIGINT) == 0); // what a terminal's Ctrl-C sends mpirun
+  const Result r = finish(job, dir, "interrupted", 30);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  const train::LoadedRun run = train::load_model_checkpoint(out + "/model.safetensors");
+  CHECK(run.step >= 5);
+  CHECK(test_support::count_of(r.out, fmt::format("interrupted at step {}:", run.step)) == 1);
+  CHECK(fs::exists(out + "/optimizer.safetensors"));
+}
+
+TEST_CASE("refused with one line before training: a batch smaller than the ranks - ranks given other flags" *
+          doctest::test_suite("mpi")) {
+  TempDir dir;
+  auto refused = [&](const std::vector<std::string>& argv, const std::string& want) {
+    const Result r = run(argv, dir);
+    INFO("stderr: ", r.err);
+    CHECK(r.rc == 2);
+    const auto lines = r.headgrad_lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(contains(lines[0], want));
+  };
+  std::vector<std::string> argv = mpirun(2);
+  argv.insert(argv.end(), {HEADGRAD_CLI, "train", "--batch", "1", "--out", dir / "a"});
+  refused(argv, "headgrad train: --batch 1 is smaller than the 2 ranks");
+  // two programs in one job (mpirun's MPMD form), the second with another learning rate
+  argv = {HEADGRAD_MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", HEADGRAD_CLI, "train", "--lr", "0.01",
+          "--out", dir / "b", ":", "-np", "1", HEADGRAD_CLI, "train", "--lr", "0.02", "--out", dir / "b"};
+  refused(argv, "headgrad train: ranks disagree on --lr: rank 1 has 0.02, rank 0 has 0.01");
+  // a flag only rank 1 cannot read: rank 0 reports rank 1's error
+  argv = {HEADGRAD_MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", HEADGRAD_CLI, "train",
+          "--out", dir / "c", ":", "-np", "1", HEADGRAD_CLI, "train", "--bogus", "1", "--out", dir / "c"};
+  refused(argv, "headgrad train: unknown flag --bogus");
+  argv = mpirun(2);
+  argv.insert(argv.end(), {HEADGRAD_CLI, "eval", "--checkpoint", "x"});
+  refused(argv, "headgrad: eval runs as a single process");
+  for (const char* d : {"a", "b", "c"}) CHECK_FALSE(fs::exists(dir / (std::string(d) + "/model.safetensors")));
+
+  const Result info = run([&] {
+    auto a = mpirun(2);
+    a.insert(a.end(), {HEADGRAD_CLI, "info"});
+    return a;
+  }(), dir);
+  CHECK(info.rc == 0);
+  CHECK(test_support::count_of(info.out, "MPI ranks:       2 (2 on this machine)") == 1);
+  CHECK(contains(info.out, "(built with MPI support)"));
+}
+
+TEST_CASE("DataParallel and allreduce_gradients on a user's own module = single-process gradients" *
+          doctest::test_suite("mpi")) {
+  TempDir dir;
+  // the reference: rank 0's initialisation (seed 100), the whole batch in one process
+  auto reference = [](std::int64_t rows) {
+    user_module::TwoLayerNet net(100);
+    user_module::shard_loss(net, user_module::global_batch(rows), 0, rows).backward();
+    std::map<std::string, std::vector<double>> out;
+    for (const auto& [name, p] : net.named_parameters()) {
+      out["param." + name] = p.to_vector();
+      out["ddp." + name] = p.grad().to_vector();
+      out["simple." + name] = p.grad().to_vector();
+    }
+    return out;
+  };
+  // 7 rows on 2 ranks (3 + 4); 2 rows on 3 ranks (0 + 1 + 1: rank 0 has none)
+  for (const auto& [ranks, rows] : {std::pair{2, 7}, std::pair{3, 2}}) {
+    CAPTURE(ranks);
+    const std::string prefix = dir / fmt::format("user{}", ranks);
+    rank_program(ranks, {"user-module", prefix, std::to_string(rows)}, dir);
+    const auto want = reference(rows);
+    for (const auto& got : rank_files(prefix, ranks)) check_same_tensors(got, want, 1e-13);
+  }
+}
+
+TEST_CASE("ranks whose modules differ are refused - and a one-ulp drift is found and named" * doctest::test_suite("mpi")) {
+  TempDir dir;
+  const Result refused = rank_program(2, {"different-modules"}, dir);
+  for (int r = 0; r < 2; ++r)
+    CHECK(contains(refused.out, fmt::format("rank {} refused: broadcast_parameters: the ranks' modules differ: "
+                                            "parameter 0 is 'weight' [5, 4] float64 on rank 1 but 'hidden.weight' [6, 4] "
+                                            "float64 on rank 0",
+                                            r)));
+  const Result drift = rank_program(2, {"drift"}, dir);
+  for (int r = 0; r < 2; ++r)
+    CHECK(contains(drift.out, fmt::format("rank {} stopped: step 3: parameter 'dense.bias' differs between rank 0 and "
+                                          "rank 1; the ranks drifted apart, training stopped",
+                                          r)));
+}

@@ -1,0 +1,47 @@
+#include "train/rank_checks.hpp"
+
+#include <fmt/format.h>
+
+#include "framework/distributed/consistency.hpp"
+
+namespace headgrad::train {
+
+using distributed::CollectiveError;
+using distributed::first_difference;
+
+void check_same_settings(const TrainOptions& o) {
+  std::vector<std::pair<std::string, std::string>> settings;
+  visit_run_fields([&](const FieldInfo& f, auto member) { settings.emplace_back(std::string("--") + f.flag, to_text(o.run.*member)); });
+  settings.emplace_back("--eval-every", std::to_string(o.eval_every));
+  settings.emplace_back("--save-every", std::to_string(o.save_every));
+  settings.emplace_back("the held-out set size", std::to_string(o.eval_count));
+  settings.emplace_back("the accuracy to stop at", to_text(o.stop_at_seq_acc));
+  settings.emplace_back("--resume", o.resume.empty() ? "(none)" : o.resume);
+  settings.emplace_back("--overwrite", o.overwrite ? "yes" : "no");
+  if (const auto d = first_difference(settings))
+    throw CollectiveError(fmt::format("ranks disagree on {}: rank {} has {}, rank 0 has {}", d->name, d->rank, d->value,
+                                      d->root_value));
+}
+
+void check_same_start(const models::SequenceModel& model, const optim::Optimizer& optimizer) {
+  const NamedTensors params = model.named_parameters();
+  auto d = first_difference(distributed::descriptions(params));
+  if (d)
+    throw CollectiveError(fmt::format("the ranks build different models: {} is {} on rank {} but {} on rank 0",
+                                      d->name, d->value, d->rank, d->root_value));
+  auto values = distributed::checksums(params);
+  for (auto& entry : distributed::checksums(optimizer.state())) values.push_back(std::move(entry));
+  if ((d = first_difference(values)))
+    throw CollectiveError(fmt::format("the ranks start from different parameters: '{}' differs between rank 0 and rank "
+                                      "{}; a checkpoint must be the same file on every rank",
+                                      d->name, d->rank));
+}
+
+void check_no_drift(const models::SequenceModel& model, std::int64_t step) {
+  if (const auto d = first_difference(distributed::checksums(model.named_parameters())))
+    throw CollectiveError(fmt::format("step {}: parameter '{}' differs between rank 0 and rank {}; the ranks drifted "
+                                      "apart, training stopped",
+                                      step, d->name, d->rank));
+}
+
+} // namespace headgrad::train

@@ -1,0 +1,33 @@
+// run_directory.hpp - a training run's output directory, held for the run's lifetime: created if
+// missing, locked against a second run, and refused when it holds another run's checkpoint.
+//
+// Two runs in one directory would interleave metrics.csv and could leave one run's model beside
+// the other's optimizer state at the same step, which --resume would accept; and a fresh run into
+// a finished run's directory would replace its model. The lock is flock(2) on DIR/run.lock: the
+// kernel releases it when the holder exits in any way (SIGKILL included), so a dead run never
+// blocks its directory. The file names the holder.
+#pragma once
+#include <string>
+
+namespace headgrad::train {
+
+class RunDirectory {
+public:
+  // `resume`: the model.safetensors this run continues ("" for a fresh run); `overwrite`: this
+  // run replaces the checkpoint of another run found there (removing that run's files first, so
+  // the directory never holds a mix of two runs). Throws std::invalid_argument, one line naming
+  // --out:
+  //   "--out DIR is in use by another run (pid 4242 on host a, started 2024-05-01 12:00:00); ..."
+  //   "--out DIR holds the checkpoint of another run (step 600); --resume DIR/model.safetensors
+  //    continues it, --overwrite replaces it, or choose another --out"
+  // and the texts of a directory that cannot be created or written.
+  RunDirectory(const std::string& dir, const std::string& resume, bool overwrite);
+  ~RunDirectory(); // releases the lock
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+private:
+  int lock_fd_ = -1;
+};
+
+} // namespace headgrad::train
