@@ -20,11 +20,14 @@ namespace {
 // Every op declared in framework/ops/ops.hpp. Kept by hand so the list is readable here; the
 // "ops.hpp" test below also parses the header, so an op added there without rows fails.
 const std::vector<std::string> kOps = {
-    "to_dtype", "clone", "reshape", "permute", "transpose", "slice", "concat",                      //
-    "add", "sub", "mul", "div", "neg", "add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar",  //
-    "exp", "log", "sqrt", "pow", "tanh", "relu", "gelu",                                          //
-    "sum", "mean", "max", "sum_to",                                                               //
-    "softmax", "log_softmax",                                                                     //
+    "to_dtype", "clone", "reshape", "view", "permute", "transpose", "slice", "concat",            //
+    "expand", "squeeze", "unsqueeze", "stack", "split", "chunk",                                  //
+    "add", "sub", "mul", "div", "pow", "where", "masked_fill",                                    //
+    "neg", "add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar",                              //
+    "exp", "log", "sqrt", "tanh", "relu", "gelu", "abs", "sigmoid", "clamp",                      //
+    "sum", "mean", "var", "std", "sum_to",                                                        //
+    "max", "min", "max_with_indices", "min_with_indices", "topk",                                 //
+    "softmax", "log_softmax", "logsumexp",                                                        //
     "matmul",                                                                                     //
     "index_select", "gather", "embedding"};
 
@@ -104,8 +107,9 @@ TEST_CASE("gradcheck table: every op declared in ops.hpp has rows") {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  // Declarations look like "Tensor name(...);" at the start of a line inside headgrad::ops.
-  const std::regex decl(R"(^Tensor ([a-z_0-9]+)\()", std::regex::multiline);
+  // Declarations look like "Tensor name(...);" at the start of a line inside headgrad::ops (or
+  // return the pieces of a split, or values with indices).
+  const std::regex decl(R"(^(?:Tensor|std::vector<Tensor>|ValuesIndices) ([a-z_0-9]+)\()", std::regex::multiline);
   std::set<std::string> declared;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it)
     declared.insert((*it)[1].str());

@@ -12,15 +12,19 @@ namespace headgrad::ops {
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   if (x.dim() < 1) throw std::invalid_argument("layer_norm: input must have at least one axis");
   const std::int64_t D = x.shape().back();
-  if (!(weight.shape() == Dims{D}) || !(bias.shape() == Dims{D}))
-    throw std::invalid_argument(fmt::format("layer_norm: weight {} and bias {} must both be [{}] for input {}",
-                                            weight.shape(), bias.shape(), D, x.shape()));
-  if (x.dtype() != weight.dtype() || x.dtype() != bias.dtype())
-    throw std::invalid_argument(fmt::format("layer_norm: dtypes differ: input {} {}, weight {} {}", x.shape(),
-                                            dtype_name(x.dtype()), weight.shape(), dtype_name(weight.dtype())));
   if (D == 0) throw std::invalid_argument(fmt::format("layer_norm: normalising over an empty axis, input {}", x.shape()));
+  // Without affine parameters (PyTorch's elementwise_affine=False, or weight/bias None) the kernel
+  // gets w = 1 and b = 0: constants that need no gradient, so the backward skips them.
+  const Tensor w = weight.defined() ? weight : Tensor::ones({D}, x.dtype());
+  const Tensor b = bias.defined() ? bias : Tensor::zeros({D}, x.dtype());
+  if (!(w.shape() == Dims{D}) || !(b.shape() == Dims{D}))
+    throw std::invalid_argument(fmt::format("layer_norm: weight {} and bias {} must both be [{}] for input {}",
+                                            w.shape(), b.shape(), D, x.shape()));
+  if (x.dtype() != w.dtype() || x.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("layer_norm: dtypes differ: input {} {}, weight {} {}", x.shape(),
+                                            dtype_name(x.dtype()), w.shape(), dtype_name(w.dtype())));
   OpTimer timer("layer_norm");
-  Tensor xc = x.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();
+  Tensor xc = x.contiguous(), wc = w.contiguous(), bc = b.contiguous();
   const std::int64_t rows = x.numel() / D;
   Tensor out = new_tensor(x.shape(), x.dtype());
   Tensor stats = new_tensor({rows, 2}, x.dtype()); // per row: mean, rstd = 1 / sqrt(var + eps)

@@ -24,7 +24,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                                             dtype_name(x.dtype()), weight.shape(), dtype_name(weight.dtype())));
   OpTimer timer("linear");
   Tensor xc = x.contiguous(), wc = weight.contiguous();
-  const std::int64_t rows = in_f == 0 ? 0 : x.numel() / in_f;
+  const std::int64_t rows = Dims(x.shape().begin(), x.shape().end() - 1).numel(); // not numel / in: in may be 0
   Dims oshape = x.shape();
   oshape[oshape.size() - 1] = out_f;
   Tensor out = new_tensor(oshape, x.dtype());

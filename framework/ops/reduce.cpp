@@ -1,11 +1,11 @@
-// reduce.cpp - sum_to (the one summing op), sum and mean over axes, max over an axis.
+// reduce.cpp - sum_to (the one summing op); sum, mean, var and std over axes. (max and min are in
+// extrema.cpp, logsumexp in softmax.cpp.)
+#include <algorithm>
 #include <fmt/format.h>
-#include <memory>
 
 #include "framework/autograd.hpp"
 #include "framework/broadcast.hpp"
 #include "framework/kernels/accumulate.hpp"
-#include "framework/kernels/scatter.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/profiler.hpp"
 
@@ -29,8 +29,13 @@ Tensor sum_to(const Tensor& x, const Dims& shape) {
   });
 }
 
-// Reduced shapes for `axes` (all axes when empty): with size-1 kept, and with them dropped.
-static void reduced_shapes(const Dims& in, const Dims& axes, const char* op, Dims& kept, Dims& dropped) {
+// Reduced shapes for `axes` (all axes when empty): with size-1 kept, and with them dropped; and
+// how many elements each output element reduces (the product of the reduced axes' sizes).
+struct Reduced {
+  Dims kept, dropped;
+  std::int64_t count = 1;
+};
+static Reduced reduced_shapes(const Dims& in, const Dims& axes, const char* op) {
   bool red[kMaxDims] = {};
   if (axes.empty())
     for (int i = 0; i < in.size(); ++i) red[i] = true;
@@ -39,69 +44,60 @@ static void reduced_shapes(const Dims& in, const Dims& axes, const char* op, Dim
     if (red[w]) throw std::invalid_argument(fmt::format("{}: axes {} repeat axis {}", op, axes, w));
     red[w] = true;
   }
-  kept = Dims();
-  dropped = Dims();
+  Reduced r;
   for (int i = 0; i < in.size(); ++i) {
-    kept.push_back(red[i] ? 1 : in[i]);
-    if (!red[i]) dropped.push_back(in[i]);
+    r.kept.push_back(red[i] ? 1 : in[i]);
+    if (!red[i]) r.dropped.push_back(in[i]);
+    if (red[i]) r.count *= in[i];
   }
+  return r;
+}
+
+// The sum of an int64 or bool tensor: int64, as torch.sum (a count of true values for bool). No
+// gradient: integers carry none.
+static Tensor integer_sum(const Tensor& x, const Dims& kept) {
+  const Tensor xi = to_dtype(x, DType::i64);
+  Tensor out = new_tensor(kept, DType::i64);
+  kernels::sum_into<std::int64_t>(out.data<std::int64_t>(), /*first_write=*/true, kept, xi.data<std::int64_t>(),
+                                  xi.shape(), xi.strides(), 1);
+  return out;
 }
 
 Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
-  Dims kept, dropped;
-  reduced_shapes(x.shape(), axes, "sum", kept, dropped);
-  Tensor s = kept == x.shape() ? clone(x) : sum_to(x, kept);
-  return keepdim ? s : reshape(s, dropped);
+  const Reduced r = reduced_shapes(x.shape(), axes, "sum");
+  Tensor s = !is_float(x.dtype()) ? integer_sum(x, r.kept) : r.kept == x.shape() ? clone(x) : sum_to(x, r.kept);
+  return keepdim ? s : reshape(s, r.dropped);
 }
 
 Tensor mean(const Tensor& x, const Dims& axes, bool keepdim) {
-  Dims kept, dropped;
-  reduced_shapes(x.shape(), axes, "mean", kept, dropped);
-  const std::int64_t count = kept.numel() == 0 ? 0 : x.numel() / kept.numel();
-  if (count == 0) throw std::invalid_argument(fmt::format("mean: reducing an empty tensor of shape {}", x.shape()));
-  return mul_scalar(sum(x, axes, keepdim), 1.0 / static_cast<double>(count));
+  if (!is_float(x.dtype()))
+    throw std::invalid_argument(fmt::format("mean: expected a float32 or float64 tensor, got {} of shape {}",
+                                            dtype_name(x.dtype()), x.shape()));
+  // count is the product of the reduced axes' sizes, so an empty kept axis is fine:
+  // mean(zeros(0, 3), {1}) is the empty (0) tensor, as in PyTorch. An empty reduced axis leaves
+  // 0/0 per output element: PyTorch returns NaN there, we refuse (a mean over nothing is almost
+  // always a bug upstream, and a NaN found steps later is harder to trace).
+  const Reduced r = reduced_shapes(x.shape(), axes, "mean");
+  if (r.count == 0 && r.kept.numel() != 0)
+    throw std::invalid_argument(fmt::format("mean: reducing an empty tensor of shape {}", x.shape()));
+  return mul_scalar(sum(x, axes, keepdim), r.count == 0 ? 0.0 : 1.0 / static_cast<double>(r.count));
 }
 
-Tensor max(const Tensor& x, int axis, bool keepdim) {
-  axis = wrap_axis(axis, x.dim(), "max");
-  const std::int64_t len = x.shape()[axis];
-  if (len == 0) throw std::invalid_argument(fmt::format("max: axis {} of shape {} is empty", axis, x.shape()));
-  OpTimer timer("max");
-  Tensor xc = x.contiguous();
-  Dims kept = x.shape();
-  kept[axis] = 1;
-  Tensor out = new_tensor(kept, x.dtype());
-  // Layout (outer, len, inner): the reduced axis in the middle.
-  std::int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= x.shape()[i];
-  for (int i = axis + 1; i < x.dim(); ++i) inner *= x.shape()[i];
-  auto arg = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(outer * inner));
-  dispatch_float(x.dtype(), "max", [&]<typename T>() {
-    const T* px = xc.data<T>();
-    T* y = out.data<T>();
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::int64_t i = 0; i < inner; ++i) {
-        const T* base = px + o * len * inner + i;
-        std::int64_t best = 0;
-        for (std::int64_t k = 1; k < len; ++k)
-          if (base[k * inner] > base[best * inner]) best = k;
-        y[o * inner + i] = base[best * inner];
-        (*arg)[static_cast<std::size_t>(o * inner + i)] = best;
-      }
-  });
-  // forward: y = max_k x[.., k, ..]       local: 1 at the first argmax, 0 elsewhere
-  // VJP:     dx[.., argmax, ..] += dy      shapes: x (outer, len, inner), y/dy (outer, 1, inner)
-  Tensor r = record(out, "max", {xc}, [arg, len, inner, outer](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), "max", [&]<typename T>() {
-      kernels::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), arg->data(), outer, len, 1, inner);
-    });
-  });
-  if (keepdim) return r;
-  Dims dropped;
-  for (int i = 0; i < x.dim(); ++i)
-    if (i != axis) dropped.push_back(x.shape()[i]);
-  return reshape(r, dropped);
+// Composed from mean, sub, mul, sum and div, so autograd gives the gradient
+// dx = dy 2 (x - mean) / (N - correction) (the mean's own term sums to zero).
+Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  const Reduced r = reduced_shapes(x.shape(), axes, "var");
+  if (!is_float(x.dtype()) || (r.count == 0 && r.kept.numel() != 0))
+    throw std::invalid_argument(fmt::format("var: needs a float tensor and a non-empty reduction, got {} of shape {}",
+                                            dtype_name(x.dtype()), x.shape()));
+  const Tensor c = x - mean(x, axes, true);
+  // N - correction <= 0 divides by 0: inf, or NaN where the sum is 0 too, as PyTorch
+  const double denom = static_cast<double>(std::max<std::int64_t>(0, r.count - correction));
+  return sum(c * c, axes, keepdim) / Tensor::scalar(denom, x.dtype());
+}
+
+Tensor std(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  return sqrt(var(x, axes, correction, keepdim));
 }
 
 } // namespace headgrad::ops

@@ -1,8 +1,10 @@
-// softmax.cpp - softmax and log_softmax over the last axis. The masked forms (valid_lens, causal,
-// boolean) are in masked_softmax.cpp and share the same kernels.
+// softmax.cpp - softmax and log_softmax over the last axis (kernels/row_softmax.hpp) or any other
+// (kernels/axis_softmax.hpp), and logsumexp. The masked forms (valid_lens, causal, boolean) are in
+// masked_softmax.cpp and share the row kernels.
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/axis_softmax.hpp"
 #include "framework/kernels/row_softmax.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/profiler.hpp"
@@ -53,6 +55,92 @@ Tensor log_softmax(const Tensor& x) {
       kernels::log_softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
     });
   });
+}
+
+// Along an axis that is not the last: the same formulas over the (outer, len, inner) layout.
+Tensor softmax(const Tensor& x, int axis) {
+  if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
+  axis = wrap_axis(axis, x.dim(), "softmax");
+  if (axis == x.dim() - 1) return softmax(x);
+  OpTimer timer("softmax");
+  const AxisLayout l = axis_layout(x.shape(), axis);
+  Tensor xc = x.contiguous();
+  Tensor out = new_tensor(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "softmax", [&]<typename T>() {
+    kernels::softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
+  });
+  // forward: y_k = exp(x_k) / sum_j exp(x_j)       (along `axis`)
+  // VJP:     dx_k += y_k (dy_k - sum_j dy_j y_j)
+  // shapes:  x, y, dy, dx: (outer, len, inner)
+  const Tensor y = out.detach();
+  return record(out, "softmax", {x}, [y, l](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), "softmax", [&]<typename T>() {
+      kernels::softmax_axis_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), l.outer, l.len, l.inner);
+    });
+  });
+}
+
+Tensor log_softmax(const Tensor& x, int axis) {
+  if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
+  axis = wrap_axis(axis, x.dim(), "log_softmax");
+  if (axis == x.dim() - 1) return log_softmax(x);
+  OpTimer timer("log_softmax");
+  const AxisLayout l = axis_layout(x.shape(), axis);
+  Tensor xc = x.contiguous();
+  Tensor out = new_tensor(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "log_softmax", [&]<typename T>() {
+    kernels::log_softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
+  });
+  // forward: y_k = x_k - log sum_j exp(x_j)          (along `axis`)
+  // VJP:     dx_k += dy_k - exp(y_k) sum_j dy_j
+  // shapes:  x, y, dy, dx: (outer, len, inner)
+  const Tensor y = out.detach();
+  return record(out, "log_softmax", {x}, [y, l](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), "log_softmax", [&]<typename T>() {
+      kernels::log_softmax_axis_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), l.outer, l.len,
+                                            l.inner);
+    });
+  });
+}
+
+Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
+  bool reduced[kMaxDims] = {};
+  for (auto a : axes) {
+    const int w = wrap_axis(static_cast<int>(a), x.dim(), "logsumexp");
+    if (reduced[w]) throw std::invalid_argument(fmt::format("logsumexp: axes {} repeat axis {}", axes, w));
+    reduced[w] = true;
+  }
+  // The kept axes first, the reduced ones last, so each output element is one row of `len`.
+  Dims order, kept, dropped;
+  std::int64_t len = 1;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < x.dim(); ++i)
+      if ((axes.empty() || reduced[i]) == (pass == 1)) order.push_back(i);
+  for (int i = 0; i < x.dim(); ++i) {
+    const bool r = axes.empty() || reduced[i];
+    kept.push_back(r ? 1 : x.shape()[i]);
+    if (!r) dropped.push_back(x.shape()[i]);
+    if (r) len *= x.shape()[i];
+  }
+  OpTimer timer("logsumexp");
+  Tensor rows;
+  {
+    NoGradGuard no_grad; // a copy in the reduced-last layout for the kernel, not part of the graph
+    rows = permute(x, order).contiguous();
+  }
+  Tensor out = new_tensor(kept, x.dtype());
+  dispatch_float(x.dtype(), "logsumexp", [&]<typename T>() {
+    kernels::logsumexp_axis<T>(out.data<T>(), rows.data<T>(), kept.numel(), len, 1, /*shift_infinite=*/true);
+  });
+  // forward: y = log sum_k exp(x_k)        (over the reduced axes; PyTorch's shift: -inf for an all
+  //                                          -inf row, +inf for a row holding +inf)
+  // local:   dy/dx_k = exp(x_k - y) = softmax(x)_k
+  // VJP:     dx += dy * exp(x - y)         (dy and y with the reduced axes kept as size 1, broadcast)
+  const Tensor y = out.detach();
+  Tensor r = record(out, "logsumexp", {x}, [y](Node& n, const Tensor& dy) { n.add_to_grad(0, dy * exp(n.input(0) - y)); });
+  return keepdim ? r : reshape(r, dropped);
 }
 
 } // namespace headgrad::ops
