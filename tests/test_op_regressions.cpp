@@ -63,6 +63,24 @@ TEST_CASE("linear with in_features 0 returns the bias in every row and db sums d
   check_same(ops::matmul(Tensor::zeros({2, 0}, DType::f64), Tensor::zeros({0, 3}, DType::f64)), V(6, 0.0));
 }
 
+TEST_CASE("matmul with an expanded right operand gives every batch element its own gradient") {
+  // B (1, 2, 2) expanded to (3, 2, 2): one matrix in memory, but the expand's input receives the
+  // sum over the batch. The batch used to fold into one gemm whose dB covered batch 0 only.
+  Tensor a = leaf(test_support::randn({3, 2, 2}, 2).to_vector(), {3, 2, 2});
+  Tensor b = leaf({1, 2, 3, 4}, {1, 2, 2});
+  ops::sum(ops::matmul(a, ops::expand(b, {3, 2, 2}))).backward();
+  // d/dB sum(A B) = sum over batch and rows of A: column sums of A^T 1
+  const V av = a.to_vector();
+  V want(4, 0.0);
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 2; ++k) {
+        want[static_cast<std::size_t>(k * 2)] += av[static_cast<std::size_t>(t * 4 + i * 2 + k)];
+        want[static_cast<std::size_t>(k * 2 + 1)] += av[static_cast<std::size_t>(t * 4 + i * 2 + k)];
+      }
+  check_close(b.grad(), want, 1e-14);
+}
+
 TEST_CASE("max and min along an axis report a NaN wherever it is and give it the gradient") {
   Tensor x = leaf({1, kNaN, 3, kNaN, 1, 2}, {2, 3});
   Tensor y = ops::max(x, 1); // was [3, nan]: a NaN after the first element was skipped
@@ -224,4 +242,63 @@ TEST_CASE("documented difference: masked_softmax keeps excluding masked keys bel
   check_close(ops::masked_softmax(x, Tensor::from_ints({2}, {1})), {0.25, 0.75, 0}, 1e-9); // log 3 rounded at 3e6
   // a zero length gives a zero row (d2l: uniform)
   check_same(ops::masked_softmax(x, Tensor::from_ints({0}, {1})), {0, 0, 0});
+}
+
+// ---- found by the differential test (tests/test_differential.cpp) ----------------------------
+
+TEST_CASE("matmul with an empty result column and a broadcast left batch writes inside dA") {
+  // B (2, 2, 0): its batch stride is 0 because the shape is empty, which made the batch look
+  // shared and fold into one gemm over batch * M rows of a dA that holds only A's (2, 1) batch
+  Tensor a = leaf(V(12, 1.0), {2, 1, 3, 2});
+  Tensor b = leaf({}, {2, 2, 0});
+  Tensor y = ops::matmul(a, b);
+  CHECK(y.shape() == Dims{2, 2, 3, 0});
+  ops::sum(y).backward();
+  check_same(a.grad(), V(12, 0.0)); // under ASan this wrote past the end of dA
+  CHECK(b.grad().shape() == Dims{2, 2, 0});
+}
+
+TEST_CASE("var and std accumulate in double and follow PyTorch's gradient rules") {
+  // float32 values near 1e29: the variance (~1e58) does not fit in float32, the std does
+  Tensor x = leaf({1e29, -1e29, 3e29, 0}, {4}, DType::f32);
+  Tensor s = ops::std(x, {0}, 0);
+  CHECK(std::isfinite(s.item()));
+  CHECK(s.item() == doctest::Approx(std::sqrt((1 + 1 + 9 + 0) / 4.0 - 0.75 * 0.75) * 1e29).epsilon(1e-6));
+  // the gradient at a zero std is 0 (PyTorch's choice), not inf * 0 = NaN
+  Tensor c = leaf({2, 2, 2}, {3});
+  ops::std(c).backward();
+  check_same(c.grad(), {0, 0, 0});
+  // an infinite input gives infinite gradients to the finite ones (the mean's own term is left
+  // out, as PyTorch does), not NaN everywhere
+  Tensor d = leaf({1, 2, kInf}, {3});
+  ops::var(d).backward();
+  const V g = d.grad().to_vector();
+  CHECK(g[0] == -kInf);
+  CHECK(g[1] == -kInf);
+  CHECK(std::isnan(g[2]));
+}
+
+TEST_CASE("pow with a scalar exponent takes PyTorch's special cases at the edges") {
+  const Tensor x = Tensor::from({-kInf, -0.0, 4}, {3}, DType::f64);
+  check_same(ops::pow(x, 0.5), {kNaN, -0.0, 2});   // sqrt: std::pow(-inf, 0.5) would be +inf
+  check_same(ops::pow(x, -0.5), {kNaN, -kInf, 0.5}); // 1 / sqrt: std::pow(-0, -0.5) is +inf
+  CHECK(std::signbit(ops::pow(x, 0.5).to_vector()[1]));
+}
+
+TEST_CASE("topk of a 0-d tensor is the tensor itself, even for k = 0") {
+  Tensor x = leaf({2.5}, {});
+  const ops::ValuesIndices t = ops::topk(x, 0);
+  CHECK(t.values.shape() == Dims{});
+  CHECK(t.values.item() == 2.5);
+  CHECK(t.indices.item() == 0);
+  t.values.backward();
+  CHECK(x.grad().item() == 1);
+}
+
+TEST_CASE("sub refuses a bool operand as PyTorch does") {
+  CHECK(contains(error_of<std::invalid_argument>([] {
+                   ops::sub(Tensor::zeros({2}), Tensor::from({1, 0}, {2}, DType::bool8));
+                 }),
+                 "sub: subtracting a bool tensor"));
+  CHECK(ops::add(Tensor::zeros({2}), Tensor::from({1, 0}, {2}, DType::bool8)).to_vector() == V{1, 0});
 }

@@ -49,6 +49,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::bool8 || b.dtype() == DType::bool8) // as PyTorch: a - on masks is a likely slip
+    throw std::invalid_argument(fmt::format("sub: subtracting a bool tensor ({} {} - {} {}) is not supported; use "
+                                            "logical_not, or convert with to_dtype",
+                                            a.shape(), dtype_name(a.dtype()), b.shape(), dtype_name(b.dtype())));
   Tensor y = binary_forward(a, b, "sub", [](auto x, auto z) { return x - z; });
   // forward: y = a - b        local: dy/da = 1, dy/db = -1
   // VJP:     da += dy;  db -= dy

@@ -100,6 +100,7 @@ ValuesIndices topk(const Tensor& x, std::int64_t k, int axis, bool largest) {
                                             x.shape()));
   OpTimer timer("topk");
   const Tensor xc = x.contiguous();
+  if (x.dim() == 0) k = 1; // torch.topk of a 0-d tensor is the tensor itself, for k = 0 as for k = 1
   const Dims shape = x.dim() == 0 ? Dims{} : resized(x.shape(), axis, k, true);
   Tensor values = new_tensor(shape, x.dtype());
   Tensor index = new_tensor(shape, DType::i64);

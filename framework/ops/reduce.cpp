@@ -1,12 +1,15 @@
 // reduce.cpp - sum_to (the one summing op); sum, mean, var and std over axes. (max and min are in
 // extrema.cpp, logsumexp in softmax.cpp.)
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
 #include "framework/broadcast.hpp"
 #include "framework/kernels/accumulate.hpp"
+#include "framework/kernels/moments.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/reduced_axes.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
@@ -29,13 +32,7 @@ Tensor sum_to(const Tensor& x, const Dims& shape) {
   });
 }
 
-// Reduced shapes for `axes` (all axes when empty): with size-1 kept, and with them dropped; and
-// how many elements each output element reduces (the product of the reduced axes' sizes).
-struct Reduced {
-  Dims kept, dropped;
-  std::int64_t count = 1;
-};
-static Reduced reduced_shapes(const Dims& in, const Dims& axes, const char* op) {
+ReducedAxes reduced_axes(const Dims& in, const Dims& axes, const char* op) {
   bool red[kMaxDims] = {};
   if (axes.empty())
     for (int i = 0; i < in.size(); ++i) red[i] = true;
@@ -44,13 +41,21 @@ static Reduced reduced_shapes(const Dims& in, const Dims& axes, const char* op) 
     if (red[w]) throw std::invalid_argument(fmt::format("{}: axes {} repeat axis {}", op, axes, w));
     red[w] = true;
   }
-  Reduced r;
+  ReducedAxes r;
   for (int i = 0; i < in.size(); ++i) {
     r.kept.push_back(red[i] ? 1 : in[i]);
     if (!red[i]) r.dropped.push_back(in[i]);
     if (red[i]) r.count *= in[i];
   }
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < in.size(); ++i)
+      if (red[i] == (pass == 1)) r.order.push_back(i);
   return r;
+}
+
+Tensor reduced_rows(const Tensor& x, const ReducedAxes& r) {
+  NoGradGuard no_grad; // a copy for a kernel, not part of the graph
+  return permute(x, r.order).contiguous();
 }
 
 // The sum of an int64 or bool tensor: int64, as torch.sum (a count of true values for bool). No
@@ -64,7 +69,7 @@ static Tensor integer_sum(const Tensor& x, const Dims& kept) {
 }
 
 Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
-  const Reduced r = reduced_shapes(x.shape(), axes, "sum");
+  const ReducedAxes r = reduced_axes(x.shape(), axes, "sum");
   Tensor s = !is_float(x.dtype()) ? integer_sum(x, r.kept) : r.kept == x.shape() ? clone(x) : sum_to(x, r.kept);
   return keepdim ? s : reshape(s, r.dropped);
 }
@@ -77,27 +82,49 @@ Tensor mean(const Tensor& x, const Dims& axes, bool keepdim) {
   // mean(zeros(0, 3), {1}) is the empty (0) tensor, as in PyTorch. An empty reduced axis leaves
   // 0/0 per output element: PyTorch returns NaN there, we refuse (a mean over nothing is almost
   // always a bug upstream, and a NaN found steps later is harder to trace).
-  const Reduced r = reduced_shapes(x.shape(), axes, "mean");
+  const ReducedAxes r = reduced_axes(x.shape(), axes, "mean");
   if (r.count == 0 && r.kept.numel() != 0)
     throw std::invalid_argument(fmt::format("mean: reducing an empty tensor of shape {}", x.shape()));
   return mul_scalar(sum(x, axes, keepdim), r.count == 0 ? 0.0 : 1.0 / static_cast<double>(r.count));
 }
 
-// Composed from mean, sub, mul, sum and div, so autograd gives the gradient
-// dx = dy 2 (x - mean) / (N - correction) (the mean's own term sums to zero).
-Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
-  const Reduced r = reduced_shapes(x.shape(), axes, "var");
+// var, or std = sqrt(var) (root), over the reduced axes: the kernel accumulates in double and
+// takes the root before rounding to x's dtype, as PyTorch (a float32 std of 1e29 has a variance
+// beyond float32).
+static Tensor moment(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim, bool root,
+                     const char* name) {
+  const ReducedAxes r = reduced_axes(x.shape(), axes, name);
   if (!is_float(x.dtype()) || (r.count == 0 && r.kept.numel() != 0))
-    throw std::invalid_argument(fmt::format("var: needs a float tensor and a non-empty reduction, got {} of shape {}",
-                                            dtype_name(x.dtype()), x.shape()));
-  const Tensor c = x - mean(x, axes, true);
+    throw std::invalid_argument(fmt::format("{}: needs a float tensor and a non-empty reduction, got {} of shape {}",
+                                            name, dtype_name(x.dtype()), x.shape()));
+  OpTimer timer(name);
+  const Tensor rows = reduced_rows(x, r);
+  Tensor out = new_tensor(r.kept, x.dtype()), mean = new_tensor(r.kept, x.dtype());
   // N - correction <= 0 divides by 0: inf, or NaN where the sum is 0 too, as PyTorch
-  const double denom = static_cast<double>(std::max<std::int64_t>(0, r.count - correction));
-  return sum(c * c, axes, keepdim) / Tensor::scalar(denom, x.dtype());
+  const double divisor = static_cast<double>(std::max<std::int64_t>(0, r.count - correction));
+  dispatch_float(x.dtype(), name, [&]<typename T>() {
+    kernels::mean_var_rows<T>(out.data<T>(), mean.data<T>(), rows.data<T>(), r.kept.numel(), r.count, divisor, root);
+  });
+  // forward: v = sum_k (x_k - m)^2 / (N - c), m = mean_k x_k (over the reduced axes); y = v or sqrt(v)
+  // local:   dv/dx_k = 2 (x_k - m) / (N - c)  (the term through m sums to zero and is left out, as
+  //          PyTorch does: an infinite x then gives an infinite gradient rather than NaN);
+  //          dy/dv = 1 / (2 y) for std, taken as 0 where y = 0 (PyTorch's choice at the kink)
+  // VJP:     g = dy (var) or where(y == 0, 0, dy / (2 y)) (std);  dx += (2 / (N - c)) g (x - m)
+  //          (dy, y, m with the reduced axes kept as size 1, broadcast)
+  const Tensor y = out.detach();
+  Tensor result = record(out, name, {x}, [y, mean, root, scale = 2.0 / divisor](Node& n, const Tensor& dy) {
+    const Tensor g = root ? where(eq(y, 0.0), Tensor::zeros({}, dy.dtype()), dy / (y * 2.0)) : dy;
+    n.add_to_grad(0, mul_scalar(g, scale) * (n.input(0) - mean));
+  });
+  return keepdim ? result : reshape(result, r.dropped);
+}
+
+Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  return moment(x, axes, correction, keepdim, false, "var");
 }
 
 Tensor std(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
-  return sqrt(var(x, axes, correction, keepdim));
+  return moment(x, axes, correction, keepdim, true, "std");
 }
 
 } // namespace headgrad::ops

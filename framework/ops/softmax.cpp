@@ -7,6 +7,7 @@
 #include "framework/kernels/axis_softmax.hpp"
 #include "framework/kernels/row_softmax.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/reduced_axes.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
@@ -106,41 +107,22 @@ Tensor log_softmax(const Tensor& x, int axis) {
 }
 
 Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
-  bool reduced[kMaxDims] = {};
-  for (auto a : axes) {
-    const int w = wrap_axis(static_cast<int>(a), x.dim(), "logsumexp");
-    if (reduced[w]) throw std::invalid_argument(fmt::format("logsumexp: axes {} repeat axis {}", axes, w));
-    reduced[w] = true;
-  }
-  // The kept axes first, the reduced ones last, so each output element is one row of `len`.
-  Dims order, kept, dropped;
-  std::int64_t len = 1;
-  for (int pass = 0; pass < 2; ++pass)
-    for (int i = 0; i < x.dim(); ++i)
-      if ((axes.empty() || reduced[i]) == (pass == 1)) order.push_back(i);
-  for (int i = 0; i < x.dim(); ++i) {
-    const bool r = axes.empty() || reduced[i];
-    kept.push_back(r ? 1 : x.shape()[i]);
-    if (!r) dropped.push_back(x.shape()[i]);
-    if (r) len *= x.shape()[i];
-  }
+  const ReducedAxes r = reduced_axes(x.shape(), axes, "logsumexp");
   OpTimer timer("logsumexp");
-  Tensor rows;
-  {
-    NoGradGuard no_grad; // a copy in the reduced-last layout for the kernel, not part of the graph
-    rows = permute(x, order).contiguous();
-  }
-  Tensor out = new_tensor(kept, x.dtype());
+  const Tensor rows = reduced_rows(x, r); // (kept elements, count)
+  Tensor out = new_tensor(r.kept, x.dtype());
   dispatch_float(x.dtype(), "logsumexp", [&]<typename T>() {
-    kernels::logsumexp_axis<T>(out.data<T>(), rows.data<T>(), kept.numel(), len, 1, /*shift_infinite=*/true);
+    kernels::logsumexp_axis<T>(out.data<T>(), rows.data<T>(), r.kept.numel(), r.count, 1, /*shift_infinite=*/true);
   });
   // forward: y = log sum_k exp(x_k)        (over the reduced axes; PyTorch's shift: -inf for an all
   //                                          -inf row, +inf for a row holding +inf)
   // local:   dy/dx_k = exp(x_k - y) = softmax(x)_k
   // VJP:     dx += dy * exp(x - y)         (dy and y with the reduced axes kept as size 1, broadcast)
   const Tensor y = out.detach();
-  Tensor r = record(out, "logsumexp", {x}, [y](Node& n, const Tensor& dy) { n.add_to_grad(0, dy * exp(n.input(0) - y)); });
-  return keepdim ? r : reshape(r, dropped);
+  Tensor lse = record(out, "logsumexp", {x}, [y](Node& n, const Tensor& dy) {
+    n.add_to_grad(0, dy * exp(n.input(0) - y));
+  });
+  return keepdim ? lse : reshape(lse, r.dropped);
 }
 
 } // namespace headgrad::ops

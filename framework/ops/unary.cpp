@@ -47,13 +47,23 @@ struct Sqrt { // y = sqrt(x);  dy/dx = 1 / (2 y)
   template <typename T> T f(T x) const { return std::sqrt(x); }
   template <typename T> T df(T, T y) const { return T(0.5) / y; }
 };
-struct Pow { // y = x^p;  dy/dx = p x^(p-1)
+// x^p as PyTorch computes it for a scalar exponent: sqrt, rsqrt, reciprocal and products for the
+// exponents it special-cases. Not just std::pow: the results differ at the edges
+// (pow(-inf, 0.5) = +inf but sqrt(-inf) = NaN; pow(-0, -0.5) = +inf but 1 / sqrt(-0) = -inf).
+template <typename T> T torch_pow(T x, double p) {
+  if (p == 0.5) return std::sqrt(x);
+  if (p == -0.5) return T(1) / std::sqrt(x);
+  if (p == 1.0) return x;
+  if (p == 2.0) return x * x;
+  if (p == 3.0) return x * x * x;
+  if (p == -1.0) return T(1) / x;
+  if (p == -2.0) return T(1) / (x * x);
+  return std::pow(x, static_cast<T>(p));
+}
+struct Pow { // y = x^p;  dy/dx = p x^(p-1), 0 for p = 0 (as PyTorch)
   double p;
-  template <typename T> T f(T x) const { return std::pow(x, static_cast<T>(p)); }
-  template <typename T> T df(T x, T) const {
-    if (p == 0.0) return T(0);
-    return static_cast<T>(p) * std::pow(x, static_cast<T>(p - 1.0));
-  }
+  template <typename T> T f(T x) const { return p == 0.0 ? T(1) : torch_pow(x, p); }
+  template <typename T> T df(T x, T) const { return p == 0.0 ? T(0) : static_cast<T>(p) * torch_pow(x, p - 1.0); }
 };
 struct Tanh { // y = tanh x;  dy/dx = 1 - y^2
   template <typename T> T f(T x) const { return std::tanh(x); }

@@ -492,6 +492,9 @@ void matmul_rows(Table& t) {
   t.add("matmul scaled (alpha), fold path", "-1.7 * [2, 3, 4] @ [4, 5]",
         [] { return Inputs{randn({2, 3, 4}, 662), randn({4, 5}, 663)}; },
         [](const Inputs& x) { return ops::matmul(x[0], x[1], -1.7); });
+  t.add("matmul expanded right operand (batch stride 0, not a shared B)", "[2, 3, 4] @ [1, 4, 2] expanded to [2, 4, 2]",
+        [] { return Inputs{randn({2, 3, 4}, 664), randn({1, 4, 2}, 665)}; },
+        [](const Inputs& x) { return ops::matmul(x[0], ops::expand(x[1], {2, 4, 2})); });
   t.add("matmul layout BLAS cannot read (copies)", "[3, 2, 4] permute(1, 0, 2) @ [4, 3]",
         [] { return Inputs{randn({3, 2, 4}, 626), randn({4, 3}, 627)}; },
         [](const Inputs& x) { return ops::matmul(ops::permute(x[0], {1, 0, 2}), x[1]); });
