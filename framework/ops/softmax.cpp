@@ -58,52 +58,40 @@ Tensor log_softmax(const Tensor& x) {
   });
 }
 
-// Along an axis that is not the last: the same formulas over the (outer, len, inner) layout.
+// softmax (log = false) or log_softmax along an axis that is not the last: the same formulas over
+// the (outer, len, inner) layout, kernels/axis_softmax.hpp.
+static Tensor softmax_along(const Tensor& x, int axis, bool log, const char* name) {
+  const AxisLayout l = axis_layout(x.shape(), axis);
+  OpTimer timer(name);
+  Tensor xc = x.contiguous();
+  Tensor out = new_tensor(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), name, [&]<typename T>() {
+    if (log) kernels::log_softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
+    else kernels::softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
+  });
+  // forward: y_k = exp(x_k) / sum_j exp(x_j)   or   y_k = x_k - log sum_j exp(x_j)   (along `axis`)
+  // VJP:     dx_k += y_k (dy_k - sum_j dy_j y_j)  or  dx_k += dy_k - exp(y_k) sum_j dy_j
+  // shapes:  x, y, dy, dx: (outer, len, inner)
+  const Tensor y = out.detach();
+  return record(out, name, {x}, [y, l, log, name](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), name, [&]<typename T>() {
+      auto backward = log ? kernels::log_softmax_axis_backward<T> : kernels::softmax_axis_backward<T>;
+      backward(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), l.outer, l.len, l.inner);
+    });
+  });
+}
+
 Tensor softmax(const Tensor& x, int axis) {
   if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
   axis = wrap_axis(axis, x.dim(), "softmax");
-  if (axis == x.dim() - 1) return softmax(x);
-  OpTimer timer("softmax");
-  const AxisLayout l = axis_layout(x.shape(), axis);
-  Tensor xc = x.contiguous();
-  Tensor out = new_tensor(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "softmax", [&]<typename T>() {
-    kernels::softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
-  });
-  // forward: y_k = exp(x_k) / sum_j exp(x_j)       (along `axis`)
-  // VJP:     dx_k += y_k (dy_k - sum_j dy_j y_j)
-  // shapes:  x, y, dy, dx: (outer, len, inner)
-  const Tensor y = out.detach();
-  return record(out, "softmax", {x}, [y, l](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), "softmax", [&]<typename T>() {
-      kernels::softmax_axis_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), l.outer, l.len, l.inner);
-    });
-  });
+  return axis == x.dim() - 1 ? softmax(x) : softmax_along(x, axis, false, "softmax");
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
   if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
   axis = wrap_axis(axis, x.dim(), "log_softmax");
-  if (axis == x.dim() - 1) return log_softmax(x);
-  OpTimer timer("log_softmax");
-  const AxisLayout l = axis_layout(x.shape(), axis);
-  Tensor xc = x.contiguous();
-  Tensor out = new_tensor(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "log_softmax", [&]<typename T>() {
-    kernels::log_softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
-  });
-  // forward: y_k = x_k - log sum_j exp(x_j)          (along `axis`)
-  // VJP:     dx_k += dy_k - exp(y_k) sum_j dy_j
-  // shapes:  x, y, dy, dx: (outer, len, inner)
-  const Tensor y = out.detach();
-  return record(out, "log_softmax", {x}, [y, l](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), "log_softmax", [&]<typename T>() {
-      kernels::log_softmax_axis_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), l.outer, l.len,
-                                            l.inner);
-    });
-  });
+  return axis == x.dim() - 1 ? log_softmax(x) : softmax_along(x, axis, true, "log_softmax");
 }
 
 Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
