@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,6 +58,19 @@ private:
   std::int64_t d_[kMaxDims] = {};
   std::uint8_t n_ = 0;
 };
+
+// A contiguous tensor seen as (outer, len, inner) around one axis: the layout in which the
+// reductions, softmax and indexing along an axis walk it.
+struct AxisLayout {
+  std::int64_t outer = 1, len = 1, inner = 1;
+};
+AxisLayout axis_layout(const Dims& shape, int axis); // axis already wrapped
+
+// Strides under which a tensor of (shape, strides) reads as `new_shape` with the same elements in
+// the same row-major order and no copy, or nothing when no such strides exist (PyTorch's
+// computeStride, the rule behind torch.Tensor.view): each run of axes that is contiguous in
+// memory may be split or merged, axes of size 1 come and go freely.
+std::optional<Dims> view_strides(const Dims& shape, const Dims& strides, const Dims& new_shape);
 
 // Row-major strides of a contiguous tensor of this shape.
 Dims contiguous_strides(const Dims& shape);

@@ -111,6 +111,7 @@ Tensor Tensor::normal(const Dims& shape, double mean, double std, Generator& gen
 std::int64_t Tensor::size(int axis) const { return impl_->shape[wrap_axis(axis, dim(), "size")]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true; // no element to misplace (torch.Tensor.is_contiguous says so too)
   std::int64_t expect = 1;
   for (int i = dim() - 1; i >= 0; --i) {
     if (impl_->shape[i] != 1 && impl_->strides[i] != expect) return false;
@@ -174,12 +175,7 @@ Tensor Tensor::to(DType d) const { return ops::to_dtype(*this, d); }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : ops::clone(*this); }
 Tensor Tensor::clone() const { return ops::clone(*this); }
 Tensor Tensor::reshape(const Dims& s) const { return ops::reshape(*this, s); }
-Tensor Tensor::view(const Dims& s) const {
-  if (!is_contiguous())
-    throw std::invalid_argument(fmt::format("view: tensor of shape {} with strides {} is not contiguous; use reshape()",
-                                            shape(), strides()));
-  return ops::reshape(*this, s);
-}
+Tensor Tensor::view(const Dims& s) const { return ops::view(*this, s); }
 Tensor Tensor::permute(const Dims& order) const { return ops::permute(*this, order); }
 Tensor Tensor::transpose(int a, int b) const { return ops::transpose(*this, a, b); }
 Tensor Tensor::slice(int axis, std::int64_t start, std::int64_t stop) const {

@@ -80,7 +80,7 @@ public:
   Tensor to(DType dtype) const;
   Tensor contiguous() const;
   Tensor reshape(const Dims& shape) const; // -1 allowed once; copies only if not contiguous
-  Tensor view(const Dims& shape) const;    // like reshape but throws if a copy would be needed
+  Tensor view(const Dims& shape) const;    // like reshape, never copies: throws if no strides fit (ops::view)
   Tensor permute(const Dims& order) const;
   Tensor transpose(int a, int b) const;
   Tensor slice(int axis, std::int64_t start, std::int64_t stop) const; // [start, stop)

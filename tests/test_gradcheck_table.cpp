@@ -19,11 +19,14 @@ namespace {
 // Every op declared in framework/ops/ops.hpp. Kept by hand so the list is readable here; the
 // "ops.hpp" test below also parses the header, so an op added there without rows fails.
 const std::vector<std::string> kOps = {
-    "to_dtype", "clone", "reshape", "permute", "transpose", "slice", "concat",                      //
-    "add", "sub", "mul", "div", "neg", "add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar",  //
-    "exp", "log", "sqrt", "pow", "tanh", "relu", "gelu",                                          //
-    "sum", "mean", "max", "sum_to",                                                               //
-    "softmax", "log_softmax",                                                                     //
+    "to_dtype", "clone", "reshape", "view", "permute", "transpose", "slice", "concat",            //
+    "expand", "squeeze", "unsqueeze", "stack", "split", "chunk",                                  //
+    "add", "sub", "mul", "div", "pow", "where", "masked_fill",                                    //
+    "neg", "add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar",                              //
+    "exp", "log", "sqrt", "tanh", "relu", "gelu", "abs", "sigmoid", "clamp",                      //
+    "sum", "mean", "var", "std", "sum_to",                                                        //
+    "max", "min", "max_with_indices", "min_with_indices", "topk",                                 //
+    "softmax", "log_softmax", "logsumexp",                                                        //
     "matmul",                                                                                     //
     "index_select", "gather", "embedding"};
 
@@ -40,7 +43,8 @@ std::set<std::string> ops_with_rows() {
 std::set<std::string> ops_declared_in(const std::string& header) {
   const std::string text = test_support::read_file(std::string(HEADGRAD_SOURCE_DIR) + "/" + header);
   REQUIRE_FALSE(text.empty());
-  const std::regex decl(R"(^Tensor ([a-z_0-9]+)\()", std::regex::multiline);
+  // "Tensor name(" at the start of a line (or the pieces of a split, or values with indices)
+  const std::regex decl(R"(^(?:Tensor|std::vector<Tensor>|ValuesIndices) ([a-z_0-9]+)\()", std::regex::multiline);
   std::set<std::string> declared;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it)
     declared.insert((*it)[1].str());

@@ -257,14 +257,17 @@ TEST_CASE("index_add and gather_add: repeated indices sum, unpicked rows get zer
 
 TEST_CASE("cross_entropy kernels: loss of counted rows only, gradient p - onehot scaled") {
   const std::vector<double> x = {2, 0, 0, 0, 1, 0, 5, 5, 5}; // 3 rows, V 3
-  const std::vector<std::int64_t> target = {0, 1, 2}, counted = {1, 1, 0};
+  const std::vector<std::int64_t> target = {0, 1, 2};
+  const std::vector<double> counted = {1, 1, 0}; // row weights: 0 = not counted
   std::vector<double> p(9);
-  const double total = kernels::cross_entropy_forward<double>(p.data(), x.data(), target.data(), counted.data(), 3, 3);
+  const double total =
+      kernels::cross_entropy_forward<double>(p.data(), nullptr, x.data(), target.data(), counted.data(), 3, 3);
   auto lse = [&](int r) { return std::log(std::exp(x[3 * r]) + std::exp(x[3 * r + 1]) + std::exp(x[3 * r + 2])); };
   CHECK(total == doctest::Approx(lse(0) - 2 + lse(1) - 1).epsilon(1e-14));
   for (bool first : {true, false}) {
     std::vector<double> dx = start_buffer(9, first);
-    kernels::cross_entropy_backward<double>(dx.data(), first, p.data(), target.data(), counted.data(), 3, 3, 0.5);
+    const std::vector<double> row_scale = {0.5, 0.5, 0}; // 0.5 times each row's weight
+    kernels::cross_entropy_backward<double>(dx.data(), first, p.data(), target.data(), row_scale.data(), 3, 3);
     std::vector<double> want = {0.5 * (p[0] - 1), 0.5 * p[1], 0.5 * p[2], 0.5 * p[3], 0.5 * (p[4] - 1), 0.5 * p[5], 0, 0, 0};
     check_close(dx, expected(want, first), 1e-15);
   }

@@ -52,9 +52,10 @@ void map_strided(T* y, const T* x, const Dims& shape, const Dims& x_strides, con
 }
 
 // y = f(a, b) over `shape`, with a and b read through strides that broadcast them to it (0 on
-// broadcast axes); y contiguous. Same-layout contiguous operands take one flat loop.
-template <typename T, typename F>
-void zip_broadcast(T* y, const T* a, const Dims& sa, const T* b, const Dims& sb, const Dims& shape, const F& f) {
+// broadcast axes); y contiguous, of T or another type (a comparison writes bool). Same-layout
+// contiguous operands take one flat loop.
+template <typename T, typename F, typename Y>
+void zip_broadcast(Y* y, const T* a, const Dims& sa, const T* b, const Dims& sb, const Dims& shape, const F& f) {
   const Dims sy = contiguous_strides(shape);
   if (same_layout(shape, sa, sy) && same_layout(shape, sb, sy)) {
     const std::int64_t n = shape.numel();
@@ -63,7 +64,7 @@ void zip_broadcast(T* y, const T* a, const Dims& sa, const T* b, const Dims& sb,
     return;
   }
   for_each_row<3>(shape, std::array<Dims, 3>{sy, sa, sb}, [&](const auto& o, std::int64_t n, const auto& in) {
-    T* yr = y + o[0];
+    Y* yr = y + o[0];
     const T* ar = a + o[1];
     const T* br = b + o[2];
     if (in[1] == 1 && in[2] == 1)
@@ -73,6 +74,21 @@ void zip_broadcast(T* y, const T* a, const Dims& sa, const T* b, const Dims& sb,
     else
       for (std::int64_t i = 0; i < n; ++i) yr[i] = f(ar[i * in[1]], br[i * in[2]]);
   });
+}
+
+// y = cond ? a : b over `shape`, all three read through broadcast strides (0 on broadcast axes);
+// y contiguous. cond is bool (one byte, 0 or 1).
+template <typename T>
+void where_broadcast(T* y, const bool* cond, const Dims& sc, const T* a, const Dims& sa, const T* b, const Dims& sb,
+                     const Dims& shape) {
+  for_each_row<4>(shape, std::array<Dims, 4>{contiguous_strides(shape), sc, sa, sb},
+                  [&](const auto& o, std::int64_t n, const auto& in) {
+                    T* yr = y + o[0];
+                    const bool* cr = cond + o[1];
+                    const T* ar = a + o[2];
+                    const T* br = b + o[3];
+                    for (std::int64_t i = 0; i < n; ++i) yr[i] = cr[i * in[1]] ? ar[i * in[2]] : br[i * in[3]];
+                  });
 }
 
 } // namespace headgrad::kernels

@@ -14,9 +14,18 @@
 namespace headgrad::kernels {
 
 // One BLAS call on the calling thread (no splitting; BLAS's own threading as configured).
+// C = beta C for an (m x n) block with leading dimension ldc: a product with k = 0 is an empty sum.
+// BLAS refuses k = 0 with lda = 0 (its argument check wants lda >= 1) and leaves C untouched, so
+// such a gemm never reaches it; beta 0 assigns zeros (C may be uninitialised, as on a first write).
+template <typename T> inline void scale_block(T* c, std::int64_t ldc, std::int64_t m, std::int64_t n, T beta) {
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+}
+
 inline void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                       std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) return scale_block(c, ldc, m, n, beta);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));
@@ -25,6 +34,7 @@ inline void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int
 inline void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
                       std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) return scale_block(c, ldc, m, n, beta);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));

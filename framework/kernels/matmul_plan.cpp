@@ -80,7 +80,10 @@ MatmulPlan plan_matmul(const Dims& a_shape, const Dims& a_strides, const Dims& b
   p.b_batch = broadcast_strides(batch_of(b_shape), batch_of(b_strides), p.batch);
   p.da_batch = broadcast_strides(batch_of(a_shape), batch_of(contiguous_strides(a_shape)), p.batch);
   p.db_batch = broadcast_strides(batch_of(b_shape), batch_of(contiguous_strides(b_shape)), p.batch);
-  const bool b_shared = std::all_of(p.b_batch.begin(), p.b_batch.end(), [](std::int64_t s) { return s == 0; });
+  // B is shared when its SHAPE has no batch (every batch dim 1), so the batch is A's: not when
+  // its strides are 0, which an expanded B has (one matrix read, but each batch element owns a
+  // slice of dB) and so does any tensor with a size-0 dim (strides of an empty shape are 0).
+  const bool b_shared = batch_of(b_shape).numel() == 1;
   p.a_numel = a_shape.numel();
   p.b_numel = b_shape.numel();
   p.fold = b_shared && !p.a.trans && a_strides == contiguous_strides(a_shape);

@@ -1,24 +1,27 @@
-// elementwise.cpp - add, sub, mul, div with NumPy broadcasting; neg and the scalar variants.
+// elementwise.cpp - add, sub, mul, div, pow with NumPy broadcasting; neg and the scalar variants.
 //
 // Backward of a broadcast: an input read with stride 0 along an axis received the same value at
 // every position of that axis, so its gradient is the sum over that axis. Node::add_to_grad does
 // that sum, so each backward below is the derivative itself.
+#include <cmath>
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
 #include "framework/broadcast.hpp"
 #include "framework/kernels/elementwise.hpp"
+#include "framework/ops/compare.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/promotion.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {
 
-// y = f(a, b), broadcast; the caller records the backward.
-template <typename F> Tensor binary_forward(const Tensor& a, const Tensor& b, const char* name, const F& f) {
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} {} and {} {}", name, a.shape(),
-                                            dtype_name(a.dtype()), b.shape(), dtype_name(b.dtype())));
+// y = f(a, b), broadcast; the caller records the backward. An int64 or bool operand next to a
+// float one is read as that float type (promotion.hpp); the backwards below then see it as the
+// integer input it is, which needs no gradient.
+template <typename F> Tensor binary_forward(const Tensor& a_in, const Tensor& b_in, const char* name, const F& f) {
+  const auto [a, b] = arithmetic_operands(a_in, b_in, name);
   const Dims s = broadcast_shapes(a.shape(), b.shape(), name);
   OpTimer timer(name);
   Tensor out = new_tensor(s, a.dtype());
@@ -46,6 +49,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::bool8 || b.dtype() == DType::bool8) // as PyTorch: a - on masks is a likely slip
+    throw std::invalid_argument(fmt::format("sub: subtracting a bool tensor ({} {} - {} {}) is not supported; use "
+                                            "logical_not, or convert with to_dtype",
+                                            a.shape(), dtype_name(a.dtype()), b.shape(), dtype_name(b.dtype())));
   Tensor y = binary_forward(a, b, "sub", [](auto x, auto z) { return x - z; });
   // forward: y = a - b        local: dy/da = 1, dy/db = -1
   // VJP:     da += dy;  db -= dy
@@ -68,12 +75,30 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = binary_forward(a, b, "div", [](auto x, auto z) { return x / z; });
-  // forward: y = a / b        local: dy/da = 1 / b, dy/db = -a / b^2
-  // VJP:     da += dy / b;  db -= dy * a / b^2
-  return record(y, "div", {a, b}, [](Node& n, const Tensor& dy) {
-    const Tensor a = n.input(0), b = n.input(1);
+  // forward: y = a / b        local: dy/da = 1 / b, dy/db = -a / b^2 = -(a / b) / b
+  // VJP:     da += dy / b;  db -= dy * ((a / b) / b)
+  // (a / b) / b, not a / (b b): b b overflows or goes subnormal long before the quotient does
+  // (float32 a = 1e30, b = 1e20: b b = inf). It is PyTorch's formula, with y = a / b kept.
+  const Tensor y_saved = y.detach();
+  return record(y, "div", {a, b}, [y_saved](Node& n, const Tensor& dy) {
+    const Tensor b = n.input(1);
     if (n.needs_grad(0)) n.add_to_grad(0, dy / b);
-    if (n.needs_grad(1)) n.add_to_grad(1, dy * a / (b * b), -1.0);
+    if (n.needs_grad(1)) n.add_to_grad(1, dy * (y_saved / b), -1.0);
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_forward(a, b, "pow", [](auto x, auto z) { return std::pow(x, z); });
+  // forward: y = a^b          local: dy/da = b a^(b-1), dy/db = a^b ln a = y ln a
+  // VJP:     da += dy * b a^(b-1)   (0 where b == 0: a^0 = 1 for every a, even a = 0)
+  //          db += dy * y ln a      (0 where a == 0 and b >= 0: 0^b is flat or one-sided there)
+  // The two zeros are PyTorch's (pow_backward_self, pow_backward_exponent).
+  const Tensor y_saved = y.detach();
+  return record(y, "pow", {a, b}, [y_saved](Node& n, const Tensor& dy) {
+    const auto [a, b] = arithmetic_operands(n.input(0), n.input(1), "pow"); // an integer exponent as float
+    const Tensor zero = Tensor::zeros({}, dy.dtype());
+    if (n.needs_grad(0)) n.add_to_grad(0, dy * where(eq(b, 0.0), zero, b * pow(a, b - 1.0)));
+    if (n.needs_grad(1)) n.add_to_grad(1, dy * where(logical_and(eq(a, 0.0), ge(b, 0.0)), zero, y_saved * log(a)));
   });
 }
 
@@ -103,10 +128,10 @@ Tensor rdiv_scalar(const Tensor& x, double s) {
     kernels::map_strided<T>(out.data<T>(), x.data<T>(), x.shape(), x.strides(), [st](T v) { return st / v; });
   });
   // forward: y = s / x        local: dy/dx = -s / x^2 = -y / x
-  // VJP:     dx -= dy * y / x
+  // VJP:     dx -= dy * (y / x)    (y / x, not s / x^2: see div)
   const Tensor y = out.detach();
   return record(out, "rdiv_scalar", {x}, [y](Node& n, const Tensor& dy) {
-    n.add_to_grad(0, dy * y / n.input(0), -1.0);
+    n.add_to_grad(0, dy * (y / n.input(0)), -1.0);
   });
 }
 

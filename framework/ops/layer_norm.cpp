@@ -12,20 +12,27 @@ namespace headgrad::ops {
 static void check_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
   if (x.dim() < 1) throw std::invalid_argument(fmt::format("{}: input must have at least one axis", op));
   const std::int64_t D = x.shape().back();
-  if (!(weight.shape() == Dims{D}) || !(bias.shape() == Dims{D}))
-    throw std::invalid_argument(fmt::format("{}: weight {} and bias {} must both be [{}] for input {}", op,
-                                            weight.shape(), bias.shape(), D, x.shape()));
-  if (x.dtype() != weight.dtype() || x.dtype() != bias.dtype())
-    throw std::invalid_argument(fmt::format("{}: dtypes differ: input {} {}, weight {} {}", op, x.shape(),
-                                            dtype_name(x.dtype()), weight.shape(), dtype_name(weight.dtype())));
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined() && !(p->shape() == Dims{D}))
+      throw std::invalid_argument(fmt::format("{}: {} {} must be [{}] for input {}", op, p == &weight ? "weight" : "bias",
+                                              p->shape(), D, x.shape()));
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined() && p->dtype() != x.dtype())
+      throw std::invalid_argument(fmt::format("{}: dtypes differ: input {} {}, {} {} {}", op, x.shape(),
+                                              dtype_name(x.dtype()), p == &weight ? "weight" : "bias", p->shape(),
+                                              dtype_name(p->dtype())));
   if (D == 0) throw std::invalid_argument(fmt::format("{}: normalising over an empty axis, input {}", op, x.shape()));
 }
 
+// Without affine parameters (PyTorch's elementwise_affine=False, or weight/bias None) the kernel
+// gets w = 1 and b = 0: constants that need no gradient, so the backward skips them.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_layer_norm(x, weight, bias, "layer_norm");
   const std::int64_t D = x.shape().back();
+  const Tensor w = weight.defined() ? weight : Tensor::ones({D}, x.dtype());
+  const Tensor b = bias.defined() ? bias : Tensor::zeros({D}, x.dtype());
   OpTimer timer("layer_norm");
-  Tensor xc = x.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();
+  Tensor xc = x.contiguous(), wc = w.contiguous(), bc = b.contiguous();
   const std::int64_t rows = x.numel() / D;
   Tensor out = new_tensor(x.shape(), x.dtype());
   Tensor stats = new_tensor({rows, 2}, x.dtype()); // per row: mean, rstd = 1 / sqrt(var + eps)
@@ -52,6 +59,8 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, co
   if (!(x.shape() == y.shape()) || x.dtype() != y.dtype())
     throw std::invalid_argument(fmt::format("add_layer_norm: x {} {} and y {} {} must have one shape and dtype",
                                             x.shape(), dtype_name(x.dtype()), y.shape(), dtype_name(y.dtype())));
+  if (!weight.defined() || !bias.defined())
+    throw std::invalid_argument("add_layer_norm: weight and bias are required (use layer_norm without them)");
   check_layer_norm(x, weight, bias, "add_layer_norm");
   OpTimer timer("add_layer_norm");
   const Tensor xc = x.contiguous(), yc = y.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();

@@ -29,7 +29,7 @@ LinearDims check_linear(const Tensor& x, const Tensor& weight, const Tensor& bia
   if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
     throw std::invalid_argument(fmt::format("{}: dtypes differ: input {} {}, weight {} {}", op, x.shape(),
                                             dtype_name(x.dtype()), weight.shape(), dtype_name(weight.dtype())));
-  return {in_f == 0 ? 0 : x.numel() / in_f, in_f, out_f};
+  return {Dims(x.shape().begin(), x.shape().end() - 1).numel(), in_f, out_f}; // not numel / in: in may be 0
 }
 
 // out (rows, out_f) = x W^T + b, for contiguous x and W.

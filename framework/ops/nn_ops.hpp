@@ -2,6 +2,7 @@
 // kernel and one backward kernel (see framework/ops/DERIVATIVES.md for the formulas).
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "framework/tensor.hpp"
 
@@ -16,13 +17,20 @@ namespace headgrad::ops {
 //   valid_lens undefined : no mask
 //   valid_lens (B)       : keys j >= valid_lens[b] get weight 0, for every query of batch row b
 //   valid_lens (B, Tq)   : keys j >= valid_lens[b, q] get weight 0 (one length per query)
-// A length of 0 gives an all-zero row with zero gradient (d2l's -1e6 fill would instead give a
-// uniform row; for lengths >= 1 both agree to float precision). Lengths must be int64 in
-// [0, Tk]; anything else throws std::invalid_argument.
+// Masked keys are excluded, not filled with d2l's -1e6, and that differs from d2l in two places:
+// - a length of 0 gives an all-zero row with zero gradient (d2l: a uniform row);
+// - for lengths >= 1 both agree to float precision only while each row's largest kept logit is
+//   well above -1e6 (by more than about 20 in float32 and 40 in float64, plus ln Tk): there
+//   d2l's masked entries get weight exp(-1e6 - max), which rounds to 0 next to the kept ones.
+//   When every kept logit lies below about -1e6, d2l's fill wins and it spreads the weight over
+//   the masked keys instead; here the kept keys still share it.
+// (PyTorch's own masked attention, with -inf, gives NaN for a row with nothing kept.) Lengths
+// must be int64 in [0, Tk]; anything else throws std::invalid_argument.
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens = Tensor());
 // Causal: query i sees keys j <= i (x is (..., Tq, Tk); row i keeps min(i + 1, Tk) keys).
 Tensor causal_softmax(const Tensor& x);
 // Boolean key mask, keep: bool8 (B, Tk) or (B, Tq, Tk); TRUE MEANS KEEP (attend), false masks.
+// A row with nothing kept is all zeros with zero gradient (PyTorch, masking with -inf: NaN).
 Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep);
 
 // ---- fused multi-head attention (attention.cpp) ----------------------------------------------
@@ -54,6 +62,7 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 
 // ---- layer norm (layer_norm.cpp) --------------------------------------------------------------
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as PyTorch).
+// weight and bias may each be undefined (no affine parameters: 1 and 0, as PyTorch's None).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // layer_norm(x + y, ...) as one op (d2l's AddNorm: a residual connection and its norm).
 Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
@@ -66,10 +75,27 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 Tensor dropout_with_mask(const Tensor& x, const Tensor& mask, double p);
 
 // ---- cross-entropy (cross_entropy.cpp) --------------------------------------------------------
-// Fused log-softmax + negative log-likelihood over logits (..., V) with int64 targets (...).
-// Positions where `mask` is 0 carry no loss; the mean is over the counted positions only (not
-// the padded length). mask: undefined (all count), or (...) of any dtype (nonzero = counts).
-// Returns a scalar. Targets must be in [0, V) at counted positions.
+// Fused log-softmax + negative log-likelihood over logits (..., V) with int64 targets (...): the
+// class axis is the LAST one (PyTorch's F.cross_entropy takes (N, C, ...), classes on axis 1).
+// Each position r has a weight w_r and loss l_r = w_r (logsumexp(x_r) - x_r[t_r]):
+//   mask undefined        w_r = 1 everywhere;
+//   mask bool or int64    w_r = 1 where the mask is nonzero, 0 elsewhere (a count of positions);
+//   mask float            w_r = the mask value itself, a per-position weight (finite, >= 0; else
+//                         std::invalid_argument) - as PyTorch's class weights, the mean divides by
+//                         the sum of the weights: (loss * w).sum() / w.sum() in PyTorch terms.
+// A position whose target is ignore_index has w_r = 0 (PyTorch's ignore_index). Targets must lie
+// in [0, V) wherever w_r != 0.
+enum class Reduction { mean, sum, none };
+struct CrossEntropyOptions {
+  Tensor mask;                                     // see above; undefined: every position counts
+  std::optional<std::int64_t> ignore_index = -100; // PyTorch's default; nullopt: none
+  Reduction reduction = Reduction::mean;
+};
+// reduction mean: sum_r l_r / sum_r w_r, a scalar; difference: 0 (and a zero gradient) when
+//                 nothing is counted (PyTorch: NaN) - a batch that is all padding adds nothing.
+// reduction sum:  sum_r l_r, a scalar.   reduction none: l, of shape (...), 0 where w_r = 0.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options);
+// The masked mean, no ignore_index (every target at a counted position must be a class).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& mask = Tensor());
 // mask (B, T) from valid_lens (B): position t counts when t < valid_lens[b].
 Tensor sequence_mask(const Tensor& valid_lens, std::int64_t max_len);

@@ -1,10 +1,16 @@
 // ops.hpp - every differentiable op, as one function each. The forward and its backward live
 // together in the .cpp named in the comment; the derivative index is framework/ops/DERIVATIVES.md.
+// The ops with integer or bool results (comparisons, argmax, ...) are in compare.hpp, included
+// at the end.
 //
+// Semantics are PyTorch's (torch 1.13) unless a comment here says otherwise; the differences are
+// listed in DERIVATIVES.md too, and tests/test_differential.cpp replays a few thousand PyTorch
+// cases against these functions.
 // Shape and dtype errors throw std::invalid_argument naming the op and the shapes.
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "framework/tensor.hpp"
 
@@ -13,17 +19,52 @@ namespace headgrad::ops {
 // ---- views and copies (shape_ops.cpp) -------------------------------------------------------
 Tensor to_dtype(const Tensor& x, DType dtype);
 Tensor clone(const Tensor& x);
-Tensor reshape(const Tensor& x, const Dims& shape);
+Tensor reshape(const Tensor& x, const Dims& shape); // a view when x is contiguous, else a copy
+// torch.Tensor.view: never copies; works on any layout where strides for `shape` exist (runs of
+// axes contiguous in memory split or merged), else throws.
+Tensor view(const Tensor& x, const Dims& shape);
 Tensor permute(const Tensor& x, const Dims& order);
 Tensor transpose(const Tensor& x, int a, int b);
+// [start, stop) along axis, a view. Strict: the range must lie inside the axis (else it throws).
 Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop);
+// x[..., start:stop:step, ...] along axis, a view, with Python's rules: a negative bound counts
+// from the end, bounds outside the axis are clamped (an empty result is fine), step >= 1 (as
+// PyTorch, which has no negative steps).
+Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, std::int64_t step);
 Tensor concat(const std::vector<Tensor>& xs, int axis);
 
+// ---- adding, removing, repeating and splitting axes (axes.cpp) --------------------------------
+// torch.Tensor.expand: size-1 axes repeated and leading axes added, as a view (stride 0); -1 keeps
+// an axis. The gradient sums over the repeats.
+Tensor expand(const Tensor& x, const Dims& shape);
+Tensor squeeze(const Tensor& x);           // drops every size-1 axis (a view)
+Tensor squeeze(const Tensor& x, int axis); // drops `axis` if its size is 1, else returns x as it is
+Tensor unsqueeze(const Tensor& x, int axis); // a size-1 axis at `axis` in [-(rank+1), rank]
+Tensor stack(const std::vector<Tensor>& xs, int axis); // equal shapes, joined along a new axis
+// Views of consecutive pieces along axis: pieces of `size` (the last one shorter), or of the
+// given sizes (which must add up to the axis). An empty axis gives one empty piece (torch.split).
+std::vector<Tensor> split(const Tensor& x, std::int64_t size, int axis = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, int axis = 0);
+// torch.chunk: pieces of ceil(n / chunks), so there may be fewer than `chunks` (n = 6, chunks = 4
+// gives 3 pieces); an empty axis gives `chunks` empty pieces.
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int axis = 0);
+
 // ---- elementwise, NumPy broadcasting (elementwise.cpp) ---------------------------------------
+// Dtypes: an int64 or bool operand next to a float one is promoted to that float type and gets no
+// gradient (PyTorch's promotion). Refused, with std::invalid_argument: float32 with float64
+// (PyTorch would promote to float64; convert explicitly with to_dtype) and arithmetic with no
+// float operand (see promotion.hpp).
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
+// a^b elementwise; the gradient is 0 for a where b == 0 and for b where a == 0 and b >= 0
+// (PyTorch's rules at those points).
+Tensor pow(const Tensor& a, const Tensor& b);
+// where(cond, a, b): a where the bool cond is true, else b; all three broadcast.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// x with `value` where the bool mask (broadcast to x's shape) is true.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor neg(const Tensor& x);
 Tensor add_scalar(const Tensor& x, double s);
 Tensor mul_scalar(const Tensor& x, double s);
@@ -36,20 +77,54 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double p);
 Tensor tanh(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x); // tanh approximation
+Tensor relu(const Tensor& x); // gradient [x > 0], and dy passed on at NaN (as PyTorch)
+Tensor gelu(const Tensor& x); // tanh approximation (torch's gelu(approximate='tanh'))
+Tensor abs(const Tensor& x);  // gradient sign(x): 0 at 0
+Tensor sigmoid(const Tensor& x);
+// min(max(x, min), max) with either bound optional (not both absent); max wins when min > max, NaN
+// stays NaN. Gradient 1 inside [min, max], bounds included, else 0.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 
 // ---- reductions (reduce.cpp) ----------------------------------------------------------------
 // Empty `axes` reduces over every axis.
+// sum of an int64 or bool tensor is int64 (a count for bool), with no gradient, as torch.sum.
 Tensor sum(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
+// Difference: a mean over an empty axis throws (PyTorch returns NaN); a kept empty axis is fine
+// (mean(zeros(0, 3), {1}) is the empty (0) tensor).
 Tensor mean(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
-Tensor max(const Tensor& x, int axis, bool keepdim = false); // values; grad to the first argmax
+// torch.var / torch.std: sum((x - mean)^2) / (N - correction), correction 1 being Bessel's
+// (PyTorch's unbiased default). N - correction <= 0 gives inf or NaN, as PyTorch; an empty
+// reduced axis throws, as mean.
+Tensor var(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
 // Sums `x` down to `shape` over broadcast axes (the backward of broadcasting).
 Tensor sum_to(const Tensor& x, const Dims& shape);
 
+// ---- max, min, topk along an axis (extrema.cpp) ------------------------------------------------
+// torch.max(x, dim) and friends: a NaN is both the max and the min of its row (the first NaN's
+// index), ties go to the first index, and the gradient goes to that index only. Any dtype (only
+// float ones carry a gradient); an empty axis throws.
+struct ValuesIndices {
+  Tensor values;  // x's dtype
+  Tensor indices; // int64, the positions along the axis
+};
+Tensor max(const Tensor& x, int axis, bool keepdim = false); // values; grad to the first argmax
+Tensor min(const Tensor& x, int axis, bool keepdim = false);
+ValuesIndices max_with_indices(const Tensor& x, int axis, bool keepdim = false);
+ValuesIndices min_with_indices(const Tensor& x, int axis, bool keepdim = false);
+// torch.topk: the k largest (or smallest) along axis, best first (always sorted), ties to the
+// lower index; NaN ranks above every number. The gradient goes to the selected positions.
+ValuesIndices topk(const Tensor& x, std::int64_t k, int axis = -1, bool largest = true);
+
 // ---- softmax family (softmax.cpp) -----------------------------------------------------------
+// Difference: a row that is all -inf gives zeros and a zero gradient (PyTorch: NaN), the same
+// convention as masked_softmax's empty rows. log_softmax gives NaN there, as PyTorch.
 Tensor softmax(const Tensor& x);     // over the last axis
 Tensor log_softmax(const Tensor& x); // over the last axis
+Tensor softmax(const Tensor& x, int axis);
+Tensor log_softmax(const Tensor& x, int axis);
+// torch.logsumexp over `axes` (all when empty): -inf for an all -inf row, +inf for a row with +inf.
+Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim = false);
 
 // ---- matmul (matmul.cpp) --------------------------------------------------------------------
 // torch.matmul semantics: 1-D operands are promoted; batch dims broadcast.
@@ -66,6 +141,8 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index);
 Tensor embedding(const Tensor& weight, const Tensor& tokens);
 
 } // namespace headgrad::ops
+
+#include "framework/ops/compare.hpp" // comparisons, logical ops, argmax, argmin: no gradient
 
 namespace headgrad {
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }

@@ -1,12 +1,15 @@
-// reduce.cpp - sum_to (the one summing op), sum and mean over axes, max over an axis.
+// reduce.cpp - sum_to (the one summing op); sum, mean, var and std over axes. (max and min are in
+// extrema.cpp, logsumexp in softmax.cpp.)
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
-#include <memory>
 
 #include "framework/autograd.hpp"
 #include "framework/broadcast.hpp"
 #include "framework/kernels/accumulate.hpp"
-#include "framework/kernels/scatter.hpp"
+#include "framework/kernels/moments.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/reduced_axes.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
@@ -29,8 +32,7 @@ Tensor sum_to(const Tensor& x, const Dims& shape) {
   });
 }
 
-// Reduced shapes for `axes` (all axes when empty): with size-1 kept, and with them dropped.
-static void reduced_shapes(const Dims& in, const Dims& axes, const char* op, Dims& kept, Dims& dropped) {
+ReducedAxes reduced_axes(const Dims& in, const Dims& axes, const char* op) {
   bool red[kMaxDims] = {};
   if (axes.empty())
     for (int i = 0; i < in.size(); ++i) red[i] = true;
@@ -39,69 +41,90 @@ static void reduced_shapes(const Dims& in, const Dims& axes, const char* op, Dim
     if (red[w]) throw std::invalid_argument(fmt::format("{}: axes {} repeat axis {}", op, axes, w));
     red[w] = true;
   }
-  kept = Dims();
-  dropped = Dims();
+  ReducedAxes r;
   for (int i = 0; i < in.size(); ++i) {
-    kept.push_back(red[i] ? 1 : in[i]);
-    if (!red[i]) dropped.push_back(in[i]);
+    r.kept.push_back(red[i] ? 1 : in[i]);
+    if (!red[i]) r.dropped.push_back(in[i]);
+    if (red[i]) r.count *= in[i];
   }
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < in.size(); ++i)
+      if (red[i] == (pass == 1)) r.order.push_back(i);
+  return r;
+}
+
+Tensor reduced_rows(const Tensor& x, const ReducedAxes& r) {
+  NoGradGuard no_grad; // a copy for a kernel, not part of the graph
+  return permute(x, r.order).contiguous();
+}
+
+// The sum of an int64 or bool tensor: int64, as torch.sum (a count of true values for bool). No
+// gradient: integers carry none.
+static Tensor integer_sum(const Tensor& x, const Dims& kept) {
+  const Tensor xi = to_dtype(x, DType::i64);
+  Tensor out = new_tensor(kept, DType::i64);
+  kernels::sum_into<std::int64_t>(out.data<std::int64_t>(), /*first_write=*/true, kept, xi.data<std::int64_t>(),
+                                  xi.shape(), xi.strides(), 1);
+  return out;
 }
 
 Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
-  Dims kept, dropped;
-  reduced_shapes(x.shape(), axes, "sum", kept, dropped);
-  Tensor s = kept == x.shape() ? clone(x) : sum_to(x, kept);
-  return keepdim ? s : reshape(s, dropped);
+  const ReducedAxes r = reduced_axes(x.shape(), axes, "sum");
+  Tensor s = !is_float(x.dtype()) ? integer_sum(x, r.kept) : r.kept == x.shape() ? clone(x) : sum_to(x, r.kept);
+  return keepdim ? s : reshape(s, r.dropped);
 }
 
 Tensor mean(const Tensor& x, const Dims& axes, bool keepdim) {
-  Dims kept, dropped;
-  reduced_shapes(x.shape(), axes, "mean", kept, dropped);
-  const std::int64_t count = kept.numel() == 0 ? 0 : x.numel() / kept.numel();
-  if (count == 0) throw std::invalid_argument(fmt::format("mean: reducing an empty tensor of shape {}", x.shape()));
-  return mul_scalar(sum(x, axes, keepdim), 1.0 / static_cast<double>(count));
+  if (!is_float(x.dtype()))
+    throw std::invalid_argument(fmt::format("mean: expected a float32 or float64 tensor, got {} of shape {}",
+                                            dtype_name(x.dtype()), x.shape()));
+  // count is the product of the reduced axes' sizes, so an empty kept axis is fine:
+  // mean(zeros(0, 3), {1}) is the empty (0) tensor, as in PyTorch. An empty reduced axis leaves
+  // 0/0 per output element: PyTorch returns NaN there, we refuse (a mean over nothing is almost
+  // always a bug upstream, and a NaN found steps later is harder to trace).
+  const ReducedAxes r = reduced_axes(x.shape(), axes, "mean");
+  if (r.count == 0 && r.kept.numel() != 0)
+    throw std::invalid_argument(fmt::format("mean: reducing an empty tensor of shape {}", x.shape()));
+  return mul_scalar(sum(x, axes, keepdim), r.count == 0 ? 0.0 : 1.0 / static_cast<double>(r.count));
 }
 
-Tensor max(const Tensor& x, int axis, bool keepdim) {
-  axis = wrap_axis(axis, x.dim(), "max");
-  const std::int64_t len = x.shape()[axis];
-  if (len == 0) throw std::invalid_argument(fmt::format("max: axis {} of shape {} is empty", axis, x.shape()));
-  OpTimer timer("max");
-  Tensor xc = x.contiguous();
-  Dims kept = x.shape();
-  kept[axis] = 1;
-  Tensor out = new_tensor(kept, x.dtype());
-  // Layout (outer, len, inner): the reduced axis in the middle.
-  std::int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= x.shape()[i];
-  for (int i = axis + 1; i < x.dim(); ++i) inner *= x.shape()[i];
-  auto arg = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(outer * inner));
-  dispatch_float(x.dtype(), "max", [&]<typename T>() {
-    const T* px = xc.data<T>();
-    T* y = out.data<T>();
-    for (std::int64_t o = 0; o < outer; ++o)
-      for (std::int64_t i = 0; i < inner; ++i) {
-        const T* base = px + o * len * inner + i;
-        std::int64_t best = 0;
-        for (std::int64_t k = 1; k < len; ++k)
-          if (base[k * inner] > base[best * inner]) best = k;
-        y[o * inner + i] = base[best * inner];
-        (*arg)[static_cast<std::size_t>(o * inner + i)] = best;
-      }
+// var, or std = sqrt(var) (root), over the reduced axes: the kernel accumulates in double and
+// takes the root before rounding to x's dtype, as PyTorch (a float32 std of 1e29 has a variance
+// beyond float32).
+static Tensor moment(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim, bool root,
+                     const char* name) {
+  const ReducedAxes r = reduced_axes(x.shape(), axes, name);
+  if (!is_float(x.dtype()) || (r.count == 0 && r.kept.numel() != 0))
+    throw std::invalid_argument(fmt::format("{}: needs a float tensor and a non-empty reduction, got {} of shape {}",
+                                            name, dtype_name(x.dtype()), x.shape()));
+  OpTimer timer(name);
+  const Tensor rows = reduced_rows(x, r);
+  Tensor out = new_tensor(r.kept, x.dtype()), mean = new_tensor(r.kept, x.dtype());
+  // N - correction <= 0 divides by 0: inf, or NaN where the sum is 0 too, as PyTorch
+  const double divisor = static_cast<double>(std::max<std::int64_t>(0, r.count - correction));
+  dispatch_float(x.dtype(), name, [&]<typename T>() {
+    kernels::mean_var_rows<T>(out.data<T>(), mean.data<T>(), rows.data<T>(), r.kept.numel(), r.count, divisor, root);
   });
-  // forward: y = max_k x[.., k, ..]       local: 1 at the first argmax, 0 elsewhere
-  // VJP:     dx[.., argmax, ..] += dy      shapes: x (outer, len, inner), y/dy (outer, 1, inner)
-  Tensor r = record(out, "max", {xc}, [arg, len, inner, outer](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), "max", [&]<typename T>() {
-      kernels::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), arg->data(), outer, len, 1, inner);
-    });
+  // forward: v = sum_k (x_k - m)^2 / (N - c), m = mean_k x_k (over the reduced axes); y = v or sqrt(v)
+  // local:   dv/dx_k = 2 (x_k - m) / (N - c)  (the term through m sums to zero and is left out, as
+  //          PyTorch does: an infinite x then gives an infinite gradient rather than NaN);
+  //          dy/dv = 1 / (2 y) for std, taken as 0 where y = 0 (PyTorch's choice at the kink)
+  // VJP:     g = dy (var) or where(y == 0, 0, dy / (2 y)) (std);  dx += (2 / (N - c)) g (x - m)
+  //          (dy, y, m with the reduced axes kept as size 1, broadcast)
+  const Tensor y = out.detach();
+  Tensor result = record(out, name, {x}, [y, mean, root, scale = 2.0 / divisor](Node& n, const Tensor& dy) {
+    const Tensor g = root ? where(eq(y, 0.0), Tensor::zeros({}, dy.dtype()), dy / (y * 2.0)) : dy;
+    n.add_to_grad(0, mul_scalar(g, scale) * (n.input(0) - mean));
   });
-  if (keepdim) return r;
-  Dims dropped;
-  for (int i = 0; i < x.dim(); ++i)
-    if (i != axis) dropped.push_back(x.shape()[i]);
-  return reshape(r, dropped);
+  return keepdim ? result : reshape(result, r.dropped);
+}
+
+Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  return moment(x, axes, correction, keepdim, false, "var");
+}
+
+Tensor std(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  return moment(x, axes, correction, keepdim, true, "std");
 }
 
 } // namespace headgrad::ops

@@ -1,5 +1,7 @@
-// shape_ops.cpp - views and copies: to_dtype, clone, reshape, permute, transpose, slice, concat.
+// shape_ops.cpp - views and copies: to_dtype, clone, reshape, view, permute, transpose, slice,
+// concat. (expand, squeeze, unsqueeze, stack, split and chunk are in axes.cpp.)
 // Their backwards move the gradient back to the input's layout; none changes a value.
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
@@ -25,12 +27,13 @@ static Tensor copy_as(const Tensor& x, DType d) {
   return out;
 }
 
-// g with `before` zeros prepended and `after` zeros appended along axis (slice's gradient).
-static Tensor zero_pad(const Tensor& g, int axis, std::int64_t before, std::int64_t after) {
-  Dims shape = g.shape();
-  shape[axis] += before + after;
+// A zero tensor of `shape` with g written into x[..., start::step, ...] along axis (slice's
+// gradient: the positions the slice did not read get 0).
+static Tensor scatter_to_zeros(const Tensor& g, const Dims& shape, int axis, std::int64_t start, std::int64_t step) {
   Tensor out = Tensor::zeros(shape, g.dtype());
-  copy_into(make_view(out, g.shape(), out.strides(), before * out.strides()[axis]), g);
+  Dims strides = out.strides();
+  strides[axis] *= step;
+  copy_into(make_view(out, g.shape(), strides, start * out.strides()[axis]), g);
   return out;
 }
 
@@ -79,17 +82,29 @@ static Dims infer_shape(const Dims& from, const Dims& to, const char* op) {
   return s;
 }
 
+// forward: y = x read as another shape (same elements, same row-major order)
+// VJP:     dx += dy viewed as x's shape      shapes: x (in), y/dy (out); dy is contiguous
+static Tensor record_reshape(Tensor out, const char* name, const Tensor& x) {
+  return record(out, name, {x}, [](Node& n, const Tensor& dy) {
+    const Dims& xs = n.inputs[0]->shape;
+    n.add_to_grad(0, make_view(dy, xs, contiguous_strides(xs), dy.impl()->offset)); // first time: dy itself
+  });
+}
+
 Tensor reshape(const Tensor& x, const Dims& shape) {
   const Dims s = infer_shape(x.shape(), shape, "reshape");
   // A contiguous input becomes a view; otherwise reshape copies first (like torch.reshape).
   Tensor base = x.is_contiguous() ? x.detach() : copy_as(x, x.dtype());
-  Tensor out = make_view(base, s, contiguous_strides(s), base.impl()->offset);
-  // forward: y = x viewed as `s` (same elements, same order)
-  // VJP:     dx += dy viewed as x's shape      shapes: x (in), y/dy (s)
-  return record(out, "reshape", {x}, [](Node& n, const Tensor& dy) {
-    const Dims& xs = n.inputs[0]->shape;
-    n.add_to_grad(0, make_view(dy, xs, contiguous_strides(xs), dy.impl()->offset)); // first time: dy itself
-  });
+  return record_reshape(make_view(base, s, contiguous_strides(s), base.impl()->offset), "reshape", x);
+}
+
+Tensor view(const Tensor& x, const Dims& shape) {
+  const Dims s = infer_shape(x.shape(), shape, "view");
+  const std::optional<Dims> strides = view_strides(x.shape(), x.strides(), s);
+  if (!strides)
+    throw std::invalid_argument(fmt::format("view: tensor of shape {} with strides {} cannot be viewed as {} without "
+                                            "a copy; use reshape()", x.shape(), x.strides(), s));
+  return record_reshape(make_view(x, s, *strides, x.impl()->offset), "view", x);
 }
 
 Tensor permute(const Tensor& x, const Dims& order) {
@@ -132,13 +147,27 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop) {
   if (start < 0 || stop > n || start > stop)
     throw std::invalid_argument(fmt::format("slice: range [{}, {}) is outside axis {} of size {} (shape {})", start,
                                             stop, axis, n, x.shape()));
-  Dims shape = x.shape();
-  shape[axis] = stop - start;
-  Tensor out = make_view(x, shape, x.strides(), x.impl()->offset + start * x.strides()[axis]);
-  // forward: y = x[..., start:stop, ...] along axis (a view)
-  // VJP:     dx[..., start:stop, ...] += dy; nothing elsewhere
-  return record(out, "slice", {x}, [axis, start, stop](Node& n, const Tensor& dy) {
-    n.add_to_grad(0, zero_pad(dy, axis, start, n.inputs[0]->shape[axis] - stop));
+  return slice(x, axis, start, stop, 1);
+}
+
+Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, std::int64_t step) {
+  axis = wrap_axis(axis, x.dim(), "slice");
+  if (step <= 0)
+    throw std::invalid_argument(fmt::format("slice: step {} must be positive (axis {} of shape {})", step, axis,
+                                            x.shape()));
+  // Python's rules: a negative bound counts from the end, then both are clamped to [0, n].
+  const std::int64_t n = x.shape()[axis];
+  auto bound = [n](std::int64_t v) { return v < 0 ? std::max<std::int64_t>(v, -n) + n : std::min(v, n); };
+  start = bound(start);
+  stop = bound(stop);
+  Dims shape = x.shape(), strides = x.strides();
+  shape[axis] = stop > start ? (stop - start + step - 1) / step : 0;
+  strides[axis] *= step;
+  Tensor out = make_view(x, shape, strides, x.impl()->offset + start * x.strides()[axis]);
+  // forward: y = x[..., start:stop:step, ...] along axis (a view)
+  // VJP:     dx[..., start:stop:step, ...] += dy; nothing elsewhere
+  return record(out, "slice", {x}, [axis, start, step](Node& n, const Tensor& dy) {
+    n.add_to_grad(0, scatter_to_zeros(dy, n.inputs[0]->shape, axis, start, step));
   });
 }
 

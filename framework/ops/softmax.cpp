@@ -1,10 +1,13 @@
-// softmax.cpp - softmax and log_softmax over the last axis. The masked forms (valid_lens, causal,
-// boolean) are in masked_softmax.cpp and share the same kernels.
+// softmax.cpp - softmax and log_softmax over the last axis (kernels/row_softmax.hpp) or any other
+// (kernels/axis_softmax.hpp), and logsumexp. The masked forms (valid_lens, causal, boolean) are in
+// masked_softmax.cpp and share the row kernels.
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
+#include "framework/kernels/axis_softmax.hpp"
 #include "framework/kernels/row_softmax.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/reduced_axes.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
@@ -53,6 +56,61 @@ Tensor log_softmax(const Tensor& x) {
       kernels::log_softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
     });
   });
+}
+
+// softmax (log = false) or log_softmax along an axis that is not the last: the same formulas over
+// the (outer, len, inner) layout, kernels/axis_softmax.hpp.
+static Tensor softmax_along(const Tensor& x, int axis, bool log, const char* name) {
+  const AxisLayout l = axis_layout(x.shape(), axis);
+  OpTimer timer(name);
+  Tensor xc = x.contiguous();
+  Tensor out = new_tensor(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), name, [&]<typename T>() {
+    if (log) kernels::log_softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
+    else kernels::softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
+  });
+  // forward: y_k = exp(x_k) / sum_j exp(x_j)   or   y_k = x_k - log sum_j exp(x_j)   (along `axis`)
+  // VJP:     dx_k += y_k (dy_k - sum_j dy_j y_j)  or  dx_k += dy_k - exp(y_k) sum_j dy_j
+  // shapes:  x, y, dy, dx: (outer, len, inner)
+  const Tensor y = out.detach();
+  return record(out, name, {x}, [y, l, log, name](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), name, [&]<typename T>() {
+      auto backward = log ? kernels::log_softmax_axis_backward<T> : kernels::softmax_axis_backward<T>;
+      backward(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), l.outer, l.len, l.inner);
+    });
+  });
+}
+
+Tensor softmax(const Tensor& x, int axis) {
+  if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
+  axis = wrap_axis(axis, x.dim(), "softmax");
+  return axis == x.dim() - 1 ? softmax(x) : softmax_along(x, axis, false, "softmax");
+}
+
+Tensor log_softmax(const Tensor& x, int axis) {
+  if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
+  axis = wrap_axis(axis, x.dim(), "log_softmax");
+  return axis == x.dim() - 1 ? log_softmax(x) : softmax_along(x, axis, true, "log_softmax");
+}
+
+Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
+  const ReducedAxes r = reduced_axes(x.shape(), axes, "logsumexp");
+  OpTimer timer("logsumexp");
+  const Tensor rows = reduced_rows(x, r); // (kept elements, count)
+  Tensor out = new_tensor(r.kept, x.dtype());
+  dispatch_float(x.dtype(), "logsumexp", [&]<typename T>() {
+    kernels::logsumexp_axis<T>(out.data<T>(), rows.data<T>(), r.kept.numel(), r.count, 1, /*shift_infinite=*/true);
+  });
+  // forward: y = log sum_k exp(x_k)        (over the reduced axes; PyTorch's shift: -inf for an all
+  //                                          -inf row, +inf for a row holding +inf)
+  // local:   dy/dx_k = exp(x_k - y) = softmax(x)_k
+  // VJP:     dx += dy * exp(x - y)         (dy and y with the reduced axes kept as size 1, broadcast)
+  const Tensor y = out.detach();
+  Tensor lse = record(out, "logsumexp", {x}, [y](Node& n, const Tensor& dy) {
+    n.add_to_grad(0, dy * exp(n.input(0) - y));
+  });
+  return keepdim ? lse : reshape(lse, r.dropped);
 }
 
 } // namespace headgrad::ops

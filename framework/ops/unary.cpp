@@ -1,7 +1,9 @@
-// unary.cpp - exp, log, sqrt, pow (scalar exponent), tanh, relu, gelu.
+// unary.cpp - exp, log, sqrt, pow (scalar exponent), tanh, relu, gelu, abs, sigmoid, clamp.
 // Each op is a forward formula and a local derivative written in terms of x and/or y; one
 // template runs the loop for all of them, and the VJP is always dx += dy * dy/dx.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <fmt/format.h>
 #include <numbers>
 
@@ -45,21 +47,50 @@ struct Sqrt { // y = sqrt(x);  dy/dx = 1 / (2 y)
   template <typename T> T f(T x) const { return std::sqrt(x); }
   template <typename T> T df(T, T y) const { return T(0.5) / y; }
 };
-struct Pow { // y = x^p;  dy/dx = p x^(p-1)
+// x^p as PyTorch computes it for a scalar exponent: sqrt, rsqrt, reciprocal and products for the
+// exponents it special-cases. Not just std::pow: the results differ at the edges
+// (pow(-inf, 0.5) = +inf but sqrt(-inf) = NaN; pow(-0, -0.5) = +inf but 1 / sqrt(-0) = -inf).
+template <typename T> T torch_pow(T x, double p) {
+  if (p == 0.5) return std::sqrt(x);
+  if (p == -0.5) return T(1) / std::sqrt(x);
+  if (p == 1.0) return x;
+  if (p == 2.0) return x * x;
+  if (p == 3.0) return x * x * x;
+  if (p == -1.0) return T(1) / x;
+  if (p == -2.0) return T(1) / (x * x);
+  return std::pow(x, static_cast<T>(p));
+}
+struct Pow { // y = x^p;  dy/dx = p x^(p-1), 0 for p = 0 (as PyTorch)
   double p;
-  template <typename T> T f(T x) const { return std::pow(x, static_cast<T>(p)); }
-  template <typename T> T df(T x, T) const {
-    if (p == 0.0) return T(0);
-    return static_cast<T>(p) * std::pow(x, static_cast<T>(p - 1.0));
-  }
+  template <typename T> T f(T x) const { return p == 0.0 ? T(1) : torch_pow(x, p); }
+  template <typename T> T df(T x, T) const { return p == 0.0 ? T(0) : static_cast<T>(p) * torch_pow(x, p - 1.0); }
 };
 struct Tanh { // y = tanh x;  dy/dx = 1 - y^2
   template <typename T> T f(T x) const { return std::tanh(x); }
   template <typename T> T df(T, T y) const { return T(1) - y * y; }
 };
-struct Relu { // y = max(x, 0);  dy/dx = [x > 0] (0 at x = 0, as PyTorch); NaN stays NaN, as PyTorch
+// y = max(x, 0);  dy/dx = [not x <= 0]: 0 at x = 0, and 1 at NaN, which stays NaN and passes dy
+// on (PyTorch's threshold_backward tests x <= 0 too)
+struct Relu {
   template <typename T> T f(T x) const { return x > T(0) || x != x ? x : T(0); }
-  template <typename T> T df(T x, T) const { return static_cast<T>(x > T(0)); } // branch-free
+  template <typename T> T df(T x, T) const { return static_cast<T>(!(x <= T(0))); } // branch-free
+};
+struct Abs { // y = |x|;  dy/dx = sign(x), 0 at 0 and at NaN (PyTorch's sgn)
+  template <typename T> T f(T x) const { return std::abs(x); }
+  template <typename T> T df(T x, T) const { return static_cast<T>((x > T(0)) - (x < T(0))); }
+};
+struct Sigmoid { // y = 1 / (1 + e^-x);  dy/dx = y (1 - y)
+  template <typename T> T f(T x) const { return T(1) / (T(1) + std::exp(-x)); }
+  template <typename T> T df(T, T y) const { return y * (T(1) - y); }
+};
+// y = min(max(x, lo), hi) (hi wins when lo > hi; NaN stays NaN);  dy/dx = [lo <= x <= hi], bounds
+// included and NaN excluded, as PyTorch. An absent bound is -inf or +inf.
+struct Clamp {
+  double lo, hi;
+  template <typename T> T f(T x) const {
+    return x != x ? x : std::min(std::max(x, static_cast<T>(lo)), static_cast<T>(hi));
+  }
+  template <typename T> T df(T x, T) const { return static_cast<T>(x >= static_cast<T>(lo) && x <= static_cast<T>(hi)); }
 };
 // y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2/pi)
 // dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 * 0.044715 x^2)
@@ -85,5 +116,13 @@ Tensor pow(const Tensor& x, double p) { return unary(x, Pow{p}, "pow"); }
 Tensor tanh(const Tensor& x) { return unary(x, Tanh{}, "tanh"); }
 Tensor relu(const Tensor& x) { return unary(x, Relu{}, "relu"); }
 Tensor gelu(const Tensor& x) { return unary(x, Gelu{}, "gelu"); }
+Tensor abs(const Tensor& x) { return unary(x, Abs{}, "abs"); }
+Tensor sigmoid(const Tensor& x) { return unary(x, Sigmoid{}, "sigmoid"); }
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  if (!min && !max) throw std::invalid_argument(fmt::format("clamp: give min, max or both (input {})", x.shape()));
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return unary(x, Clamp{min.value_or(-inf), max.value_or(inf)}, "clamp");
+}
 
 } // namespace headgrad::ops

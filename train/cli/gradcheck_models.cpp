@@ -209,12 +209,21 @@ void layer_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "add_layer_norm", "x, y [2, 3, 6], w [6], b [6]",
                       [] { return std::vector{randn({2, 3, 6}, 47), randn({2, 3, 6}, 48), randn({6}, 49), randn({6}, 53)}; },
                       [](const std::vector<Tensor>& x) { return ops::add_layer_norm(x[0], x[1], x[2], x[3]); }));
+  cases.push_back(row(kLayers, "linear with in_features 0 (only the bias matters)", "x [3, 0], W [2, 0], b [2]",
+                      [] { return std::vector{randn({3, 0}, 38), randn({2, 0}, 39), randn({2}, 49)}; },
+                      [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1], x[2]); }));
   cases.push_back(row(kLayers, "layer_norm", "x [2, 3, 6], w [6], b [6]",
                       [] { return std::vector{randn({2, 3, 6}, 40), randn({6}, 41), randn({6}, 42)}; },
                       [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], x[1], x[2]); }));
   cases.push_back(row(kLayers, "layer_norm, one row of 2", "x [1, 2]",
                       [] { return std::vector{randn({1, 2}, 43), randn({2}, 44), randn({2}, 45)}; },
                       [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "layer_norm without affine parameters", "x [3, 5]",
+                      [] { return std::vector{randn({3, 5}, 46)}; },
+                      [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0], Tensor(), Tensor()); }));
+  cases.push_back(row(kLayers, "layer_norm weight only, transposed input", "x [4, 2]^T, w [4]",
+                      [] { return std::vector{randn({4, 2}, 47), randn({4}, 48)}; },
+                      [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0].transpose(0, 1), x[1], Tensor()); }));
   cases.push_back(row(kLayers, "dropout_with_mask (fixed mask, p 0.25)", "x [3, 4]",
                       [] { return std::vector{randn({3, 4}, 50)}; },
                       [](const std::vector<Tensor>& x) {
@@ -237,6 +246,29 @@ void layer_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "cross_entropy no mask", "logits [4, 3]",
                       [] { return std::vector{randn({4, 3}, 61), ints({0, 2, 1, 2}, {4})}; },
                       [](const std::vector<Tensor>& x) { return ops::cross_entropy(x[0], x[1]); }));
+  cases.push_back(row(kLayers, "cross_entropy float weights, mean", "logits [2, 3, 4], weights [2, 3]",
+                      [] { return std::vector{randn({2, 3, 4}, 62), ints({1, 3, 0, 2, 2, 1}, {2, 3})}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::CrossEntropyOptions o;
+                        o.mask = Tensor::from({0.5, 1, 0, 2, 0.25, 1}, {2, 3}, DType::f64);
+                        return ops::cross_entropy(x[0], x[1], o);
+                      }));
+  cases.push_back(row(kLayers, "cross_entropy ignore_index, sum", "logits [5, 3], two targets -100",
+                      [] { return std::vector{randn({5, 3}, 63), ints({2, -100, 0, -100, 1}, {5})}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::CrossEntropyOptions o;
+                        o.reduction = ops::Reduction::sum;
+                        return ops::cross_entropy(x[0], x[1], o);
+                      }));
+  cases.push_back(row(kLayers, "cross_entropy reduction none, bool mask, ignore_index 1", "logits [2, 2, 3]",
+                      [] { return std::vector{randn({2, 2, 3}, 64), ints({1, 2, 0, 2}, {2, 2})}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::CrossEntropyOptions o;
+                        o.mask = Tensor::from({1, 1, 0, 1}, {2, 2}, DType::bool8);
+                        o.ignore_index = 1;
+                        o.reduction = ops::Reduction::none;
+                        return ops::cross_entropy(x[0].transpose(0, 1), x[1], o);
+                      }));
   cases.push_back(module_row(
       kLayers, "PositionWiseFFN", "x [2, 3, 4], ffn 6", {{2, 3, 4}},
       [] {

@@ -61,6 +61,16 @@ Tensor grid64(const Dims& s, std::uint64_t seed) {
   return Tensor::from(v, s, DType::f64);
 }
 
+// x with every value moved at least 0.1 away from each of `points` (clamp's bounds), so a
+// perturbation never crosses one.
+Tensor away_from(const Tensor& x, const std::vector<double>& points) {
+  std::vector<double> v = x.to_vector();
+  for (double& e : v)
+    for (double p : points)
+      if (std::abs(e - p) < 0.1) e = e < p ? p - 0.1 - (p - e) : p + 0.1 + (e - p);
+  return Tensor::from(v, x.shape(), DType::f64);
+}
+
 Tensor ints(const std::vector<std::int64_t>& v, const Dims& s) { return Tensor::from_ints(v, s); }
 
 struct Table {
@@ -139,6 +149,27 @@ void shape_rows(Table& t) {
           return ops::mul(ops::slice(v, 0, 0, 3), ops::slice(v, 0, 1, 4));
         });
 
+  t.add("view of a non-contiguous tensor without a copy", "[2, 3, 1, 1] strides (12, 4, 4, 1) -> [2, 1, 3, 1]",
+        [] { return Inputs{randn({2, 12}, 54)}; },
+        [](const Inputs& x) { // columns 0, 4, 8 of each row: strides (12, 4) and two size-1 axes
+          Tensor v = ops::reshape(ops::slice(x[0], 1, 0, 12, 4), {2, 3, 1, 1});
+          return ops::exp(ops::view(v, {2, 1, 3, 1}));
+        });
+  t.add("view merging axes of a slice", "[4, 6][:, 1:5] viewed [4, 2, 2] -> [4, 4]",
+        [] { return Inputs{randn({4, 6}, 55)}; },
+        [](const Inputs& x) { return ops::view(ops::view(ops::slice(x[0], 1, 1, 5), {4, 2, 2}), {4, 4}); });
+  t.add("slice with a step and negative bounds", "[7, 3] [-6:-1:2]", [] { return Inputs{randn({7, 3}, 56)}; },
+        [](const Inputs& x) { return ops::slice(x[0], 0, -6, -1, 2); });
+  t.add("slice step larger than the axis, clamped stop", "[2, 5] axis -1 [1:100:7]",
+        [] { return Inputs{randn({2, 5}, 57)}; },
+        [](const Inputs& x) { return ops::slice(x[0], -1, 1, 100, 7); });
+  t.add("slice with a step of a transpose view, used twice", "[4, 6]^T [0::2] * [1::2]",
+        [] { return Inputs{randn({4, 6}, 58)}; },
+        [](const Inputs& x) {
+          Tensor v = ops::transpose(x[0], 0, 1);
+          return ops::mul(ops::slice(v, 0, 0, 6, 2), ops::slice(v, 0, 1, 6, 2));
+        });
+
   t.add("concat axis 0", "[2, 3] | [1, 3]", [] { return Inputs{randn({2, 3}, 60), randn({1, 3}, 61)}; },
         [](const Inputs& x) { return ops::concat({x[0], x[1]}, 0); });
   t.add("concat axis -1, three parts", "[2, 1] | [2, 3] | [2, 2]",
@@ -149,6 +180,40 @@ void shape_rows(Table& t) {
         [](const Inputs& x) { return ops::concat({x[0], x[0]}, 1); });
   t.add("concat a transpose view", "[3, 2]^T | [2, 4]", [] { return Inputs{randn({3, 2}, 66), randn({2, 4}, 67)}; },
         [](const Inputs& x) { return ops::concat({ops::transpose(x[0], 0, 1), x[1]}, 1); });
+}
+
+// ---- adding, removing, repeating and splitting axes ---------------------------------------------
+void axes_rows(Table& t) {
+  t.add("expand size-1 axes and a new leading axis", "[3, 1] -> [2, 3, 4]", [] { return Inputs{randn({3, 1}, 70)}; },
+        [](const Inputs& x) { return ops::expand(x[0], {2, 3, 4}); });
+  t.add("expand with -1 of a transpose view, then mul", "[1, 3]^T... [3, 1] -> [-1, 5] * [3, 5]",
+        [] { return Inputs{randn({1, 3}, 71), randn({3, 5}, 72)}; },
+        [](const Inputs& x) { return ops::mul(ops::expand(ops::transpose(x[0], 0, 1), {-1, 5}), x[1]); });
+  t.add("squeeze every size-1 axis", "[1, 3, 1, 2] -> [3, 2]", [] { return Inputs{randn({1, 3, 1, 2}, 73)}; },
+        [](const Inputs& x) { return ops::squeeze(x[0]); });
+  t.add("squeeze one axis of a permuted view", "[3, 1, 2] permute(2, 1, 0) axis 1",
+        [] { return Inputs{randn({3, 1, 2}, 74)}; },
+        [](const Inputs& x) { return ops::exp(ops::squeeze(ops::permute(x[0], {2, 1, 0}), 1)); });
+  t.add("unsqueeze then broadcast", "[3] -> [3, 1] * [3, 4]", [] { return Inputs{randn({3}, 75), randn({3, 4}, 76)}; },
+        [](const Inputs& x) { return ops::mul(ops::unsqueeze(x[0], -1), x[1]); });
+  t.add("unsqueeze middle axis of a transpose view", "[2, 3]^T axis 1", [] { return Inputs{randn({2, 3}, 77)}; },
+        [](const Inputs& x) { return ops::unsqueeze(ops::transpose(x[0], 0, 1), 1); });
+  t.add("stack three on a new last axis", "3 x [2, 3] axis -1",
+        [] { return Inputs{randn({2, 3}, 78), randn({2, 3}, 79), randn({2, 3}, 80)}; },
+        [](const Inputs& x) { return ops::stack({x[0], x[1], x[2]}, -1); });
+  t.add("stack the same tensor twice", "x, x [3] axis 0", [] { return Inputs{randn({3}, 81)}; },
+        [](const Inputs& x) { return ops::stack({x[0], x[0]}, 0); });
+  // split and chunk return pieces: joined again in reverse order, so each piece's gradient must
+  // land back in its own place
+  auto reversed = [](std::vector<Tensor> parts, int axis) { return ops::concat({parts.rbegin(), parts.rend()}, axis); };
+  t.add("split by size, last piece shorter", "[5, 2] size 2 axis 0", [] { return Inputs{randn({5, 2}, 82)}; },
+        [reversed](const Inputs& x) { return reversed(ops::split(x[0], 2, 0), 0); });
+  t.add("split by sizes with an empty piece", "[2, 6] sizes (1, 0, 5) axis 1", [] { return Inputs{randn({2, 6}, 83)}; },
+        [reversed](const Inputs& x) { return reversed(ops::split(x[0], std::vector<std::int64_t>{1, 0, 5}, 1), 1); });
+  t.add("chunk into fewer pieces than asked", "[6, 2] 4 chunks -> 3", [] { return Inputs{randn({6, 2}, 84)}; },
+        [reversed](const Inputs& x) { return reversed(ops::chunk(x[0], 4, 0), 0); });
+  t.add("chunk of a transpose view", "[3, 5]^T 2 chunks axis 0", [] { return Inputs{randn({3, 5}, 85)}; },
+        [reversed](const Inputs& x) { return reversed(ops::chunk(ops::transpose(x[0], 0, 1), 2, 0), 0); });
 }
 
 // ---- binary elementwise -------------------------------------------------------------------------
@@ -183,6 +248,35 @@ void elementwise_rows(Table& t) {
   // second operand is a slice (non-zero offset).
   t.add("sub broadcast slice operand", "[3, 4] - [5, 4][1:2]", [] { return Inputs{randn({3, 4}, 190), randn({5, 4}, 191)}; },
         [](const Inputs& x) { return ops::sub(x[0], ops::slice(x[1], 0, 1, 2)); });
+
+  // pow with a tensor exponent: the base positive (a fractional power of a negative is NaN)
+  t.add("pow tensor exponent, broadcast", "[2, 3] ^ [3] (base positive)",
+        [] { return Inputs{positive({2, 3}, 192), randn({3}, 193)}; },
+        [](const Inputs& x) { return ops::pow(x[0], x[1]); });
+  t.add("pow same tensor as base and exponent", "x ^ x, x [4] (positive)", [] { return Inputs{positive({4}, 194)}; },
+        [](const Inputs& x) { return ops::pow(x[0], x[0]); });
+  t.add("pow integer exponents of a negative base", "[2, 3] ^ {2, 3, 0} (transpose view)",
+        [] { return Inputs{randn({3, 2}, 195)}; },
+        [](const Inputs& x) {
+          return ops::pow(ops::transpose(x[0], 0, 1), Tensor::from({2, 3, 0}, {3}, x[0].dtype()));
+        });
+  t.add("pow zero base: the exponent's gradient is 0 there", "[0, 0.5, 2] ^ [1.5, 2, 3] (exponent checked)",
+        [] { return Inputs{Tensor::from({1.5, 2, 3}, {3}, DType::f64)}; },
+        [](const Inputs& x) { return ops::pow(Tensor::from({0, 0.5, 2}, {3}, x[0].dtype()), x[0]); });
+
+  t.add("where broadcast condition", "where([2, 1] mask, [2, 3], [3])",
+        [] { return Inputs{randn({2, 3}, 196), randn({3}, 197)}; },
+        [](const Inputs& x) {
+          return ops::where(Tensor::from({1, 0}, {2, 1}, DType::bool8), x[0], x[1]);
+        });
+  t.add("where same tensor on both sides of a transpose view", "where([3, 2] mask, x^T, x^T * 2)",
+        [] { return Inputs{randn({2, 3}, 198)}; },
+        [](const Inputs& x) {
+          Tensor v = ops::transpose(x[0], 0, 1);
+          return ops::where(Tensor::from({1, 0, 0, 1, 1, 1}, {3, 2}, DType::bool8), v, ops::mul_scalar(v, 2.0));
+        });
+  t.add("masked_fill broadcast mask", "[2, 3] mask [3]", [] { return Inputs{randn({2, 3}, 199)}; },
+        [](const Inputs& x) { return ops::masked_fill(x[0], Tensor::from({0, 1, 0}, {3}, DType::bool8), -2.5); });
 
   t.add("neg", "[2, 3]", [] { return Inputs{randn({2, 3}, 200)}; }, [](const Inputs& x) { return ops::neg(x[0]); });
   t.add("neg of a transpose view", "[3, 2]^T", [] { return Inputs{randn({3, 2}, 201)}; },
@@ -240,6 +334,20 @@ void unary_rows(Table& t) {
         [](const Inputs& x) { return ops::gelu(x[0]); });
   t.add("gelu 3-D", "[2, 2, 3]", [] { return Inputs{randn({2, 2, 3}, 361)}; },
         [](const Inputs& x) { return ops::gelu(x[0]); });
+  t.add("abs", "[3, 4] (|x| >= 0.1)", [] { return Inputs{away_from_zero({3, 4}, 370)}; },
+        [](const Inputs& x) { return ops::abs(x[0]); });
+  t.add("abs of a transpose view", "[2, 3]^T (|x| >= 0.1)", [] { return Inputs{away_from_zero({2, 3}, 371)}; },
+        [](const Inputs& x) { return ops::abs(ops::transpose(x[0], 0, 1)); });
+  t.add("sigmoid", "[2, 4] (N(0, 9))", [] { return Inputs{ops::mul_scalar(randn({2, 4}, 372), 3.0)}; },
+        [](const Inputs& x) { return ops::sigmoid(x[0]); });
+  // values 0.1 or more away from the bounds, so a perturbation never crosses one
+  t.add("clamp both bounds", "[3, 4] to [-0.5, 0.45]", [] { return Inputs{away_from(randn({3, 4}, 373), {-0.5, 0.45})}; },
+        [](const Inputs& x) { return ops::clamp(x[0], -0.5, 0.45); });
+  t.add("clamp min only of a permuted view", "[2, 3, 2] permute(2, 0, 1) min 0.05",
+        [] { return Inputs{away_from(randn({2, 3, 2}, 374), {0.05})}; },
+        [](const Inputs& x) { return ops::clamp(ops::permute(x[0], {2, 0, 1}), 0.05, std::nullopt); });
+  t.add("clamp max only", "[5] max -0.25", [] { return Inputs{away_from(randn({5}, 375), {-0.25})}; },
+        [](const Inputs& x) { return ops::clamp(x[0], std::nullopt, -0.25); });
 }
 
 // ---- reductions ---------------------------------------------------------------------------------
@@ -274,6 +382,28 @@ void reduce_rows(Table& t) {
         [](const Inputs& x) { return ops::max(x[0], 1); });
   t.add("max of a transpose view", "[5, 3]^T axis 1", [] { return Inputs{distinct({5, 3}, 423)}; },
         [](const Inputs& x) { return ops::max(ops::transpose(x[0], 0, 1), 1); });
+  t.add("min last axis", "[3, 5] axis -1", [] { return Inputs{distinct({3, 5}, 424)}; },
+        [](const Inputs& x) { return ops::min(x[0], -1); });
+  t.add("min of a transpose view keepdim", "[4, 3]^T axis 0 keepdim", [] { return Inputs{distinct({4, 3}, 425)}; },
+        [](const Inputs& x) { return ops::min(ops::transpose(x[0], 0, 1), 0, true); });
+  t.add("max_with_indices middle axis", "[2, 4, 3] axis 1", [] { return Inputs{distinct({2, 4, 3}, 426)}; },
+        [](const Inputs& x) { return ops::max_with_indices(x[0], 1).values; });
+  t.add("min_with_indices keepdim", "[3, 4] axis 0 keepdim", [] { return Inputs{distinct({3, 4}, 427)}; },
+        [](const Inputs& x) { return ops::min_with_indices(x[0], 0, true).values; });
+  t.add("topk largest along the last axis", "[3, 5] k 2", [] { return Inputs{distinct({3, 5}, 428)}; },
+        [](const Inputs& x) { return ops::topk(x[0], 2).values; });
+  t.add("topk smallest along a middle axis of a view", "[2, 3, 4] permute(0, 2, 1) k 3 axis 1",
+        [] { return Inputs{distinct({2, 3, 4}, 429)}; },
+        [](const Inputs& x) { return ops::topk(ops::permute(x[0], {0, 2, 1}), 3, 1, false).values; });
+  t.add("var one axis", "[3, 5] axis 1", [] { return Inputs{randn({3, 5}, 435)}; },
+        [](const Inputs& x) { return ops::var(x[0], {1}); });
+  t.add("var all axes, correction 0, of a view", "[4, 3]^T", [] { return Inputs{randn({4, 3}, 436)}; },
+        [](const Inputs& x) { return ops::var(ops::transpose(x[0], 0, 1), {}, 0); });
+  t.add("std several axes keepdim", "[2, 3, 4] axes (0, 2) keepdim", [] { return Inputs{randn({2, 3, 4}, 437)}; },
+        [](const Inputs& x) { return ops::std(x[0], {0, 2}, 1, true); });
+  t.add("std single axis", "[4, 2] axis 0", [] { return Inputs{randn({4, 2}, 438)}; },
+        [](const Inputs& x) { return ops::std(x[0], {0}); });
+
   t.add("sum_to trailing broadcast", "[2, 3, 4] -> [3, 1]", [] { return Inputs{randn({2, 3, 4}, 430)}; },
         [](const Inputs& x) { return ops::sum_to(x[0], {3, 1}); });
   t.add("sum_to leading and middle", "[2, 3, 4] -> [2, 1, 4]", [] { return Inputs{randn({2, 3, 4}, 431)}; },
@@ -307,6 +437,26 @@ void softmax_rows(Table& t) {
         [](const Inputs& x) { return ops::log_softmax(x[0]); });
   t.add("log_softmax of a permuted view", "[3, 2, 4] permute(1, 2, 0)", [] { return Inputs{randn({3, 2, 4}, 513)}; },
         [](const Inputs& x) { return ops::log_softmax(ops::permute(x[0], {1, 2, 0})); });
+  t.add("softmax axis 0", "[4, 3] axis 0", [] { return Inputs{randn({4, 3}, 520)}; },
+        [](const Inputs& x) { return ops::softmax(x[0], 0); });
+  t.add("softmax middle axis of a transpose view", "[2, 4, 3]^T(0, 2) axis 1", [] { return Inputs{randn({2, 4, 3}, 521)}; },
+        [](const Inputs& x) { return ops::softmax(ops::transpose(x[0], 0, 2), 1); });
+  t.add("softmax axis -1 (the row kernel)", "[3, 4] axis -1", [] { return Inputs{randn({3, 4}, 522)}; },
+        [](const Inputs& x) { return ops::softmax(x[0], -1); });
+  t.add("log_softmax axis 0", "[5, 2] axis 0", [] { return Inputs{randn({5, 2}, 523)}; },
+        [](const Inputs& x) { return ops::log_softmax(x[0], 0); });
+  t.add("log_softmax middle axis, used twice", "[2, 3, 4] axis 1", [] { return Inputs{randn({2, 3, 4}, 524)}; },
+        [](const Inputs& x) {
+          Tensor y = ops::log_softmax(x[0], 1);
+          return ops::mul(y, y);
+        });
+  t.add("logsumexp last axis", "[3, 4] axis -1", [] { return Inputs{randn({3, 4}, 525)}; },
+        [](const Inputs& x) { return ops::logsumexp(x[0], {-1}); });
+  t.add("logsumexp two axes keepdim of a view", "[3, 2, 4] permute(2, 0, 1) axes (0, 2) keepdim",
+        [] { return Inputs{randn({3, 2, 4}, 526)}; },
+        [](const Inputs& x) { return ops::logsumexp(ops::permute(x[0], {2, 0, 1}), {0, 2}, true); });
+  t.add("logsumexp all axes, large values", "[2, 3] + 500", [] { return Inputs{ops::add_scalar(randn({2, 3}, 527), 500.0)}; },
+        [](const Inputs& x) { return ops::logsumexp(x[0], {}); });
 }
 
 // ---- matmul -------------------------------------------------------------------------------------
@@ -342,6 +492,9 @@ void matmul_rows(Table& t) {
   t.add("matmul scaled (alpha), fold path", "-1.7 * [2, 3, 4] @ [4, 5]",
         [] { return Inputs{randn({2, 3, 4}, 662), randn({4, 5}, 663)}; },
         [](const Inputs& x) { return ops::matmul(x[0], x[1], -1.7); });
+  t.add("matmul expanded right operand (batch stride 0, not a shared B)", "[2, 3, 4] @ [1, 4, 2] expanded to [2, 4, 2]",
+        [] { return Inputs{randn({2, 3, 4}, 664), randn({1, 4, 2}, 665)}; },
+        [](const Inputs& x) { return ops::matmul(x[0], ops::expand(x[1], {2, 4, 2})); });
   t.add("matmul layout BLAS cannot read (copies)", "[3, 2, 4] permute(1, 0, 2) @ [4, 3]",
         [] { return Inputs{randn({3, 2, 4}, 626), randn({4, 3}, 627)}; },
         [](const Inputs& x) { return ops::matmul(ops::permute(x[0], {1, 0, 2}), x[1]); });
@@ -411,6 +564,7 @@ void composite_rows(Table& t) {
 std::vector<GradcheckCase> op_gradcheck_cases() {
   Table t;
   shape_rows(t);
+  axes_rows(t);
   elementwise_rows(t);
   unary_rows(t);
   reduce_rows(t);

@@ -1,0 +1,27 @@
+// promotion.hpp - which dtype a binary op computes in, when its operands' dtypes differ.
+//
+// PyTorch's rules (torch.result_type, https://pytorch.org/docs/stable/tensor_attributes.html#type-promotion-doc)
+// for our four dtypes: the order is bool < int64 < float32 < float64, and a 0-d operand decides
+// only when its category (bool, integer, float) is higher than every dimensioned operand's.
+// Comparisons follow them exactly. Arithmetic (add, sub, mul, div, pow, where) follows them for
+// an integer or bool operand next to a float one - it computes in the float dtype, and the
+// integer operand gets no gradient - and refuses the two cases PyTorch would also promote:
+//   float32 with float64   a silent float64 result would hide a mixed-precision slip (the
+//                          gradient check runs float64, training float32); convert explicitly;
+//   int64/bool with int64/bool  integer arithmetic is not implemented (no op here needs it).
+#pragma once
+#include <utility>
+
+#include "framework/tensor.hpp"
+
+namespace headgrad::ops {
+
+// torch.result_type(a, b) over bool, int64, float32, float64.
+DType result_type(const Tensor& a, const Tensor& b);
+
+// a and b in the dtype an arithmetic op computes in (see above): unchanged when their dtypes
+// agree, otherwise the integer operand converted to the float operand's dtype. Throws
+// std::invalid_argument naming `op`, the shapes and the dtypes for the refused mixes.
+std::pair<Tensor, Tensor> arithmetic_operands(const Tensor& a, const Tensor& b, const char* op);
+
+} // namespace headgrad::ops

@@ -1,0 +1,890 @@
+#!/usr/bin/python3
+"""Generate the differential-test fixture: thousands of seeded random cases of headgrad's op API
+computed by PyTorch, which tests/test_differential.cpp replays without torch.
+
+Run by hand from the repository root with the Debian PyTorch (1.13):
+
+    /usr/bin/python3 tests/reference/make_op_cases.py
+
+It writes tests/reference/fixtures/op_cases.safetensors (committed; CI has no torch). Everything is
+seeded: a rerun on the same torch build gives a byte-identical file.
+
+Every case is one call of one op: its inputs (float32 or float64, int64 indices, bool masks),
+optionally read through a chain of views (transpose, permute, a stepped slice, expand, unsqueeze -
+the gradient then belongs to the tensor under the view), the op's parameters, its outputs, and
+for each float input the gradient of L = sum over the float outputs of sum(out * R), with R a
+random tensor stored alongside. Shapes include size-0 and size-1 axes; many float inputs carry
+NaN, +-inf, signed zeros and huge or tiny values.
+
+Where headgrad documents a difference from PyTorch (framework/ops/DERIVATIVES.md), the generator
+avoids that input rather than encoding the difference: a softmax row of nothing but -inf, a mean,
+var or std over an empty axis, a cross-entropy mean with nothing counted, a masked softmax with a
+zero length, float32 mixed with float64 in arithmetic, integer-only arithmetic.
+
+File layout (safetensors, written with make_fixtures.write_safetensors):
+  data.f32, data.f64, data.i64   every tensor's elements, back to back, in one flat tensor per
+                                 storage type (bool tensors are stored as 0/1 in data.i64)
+  __metadata__["cases"]          JSON list, one object per case:
+      {"f": family, "op": op name, "p": {parameters}, "in": [ref], "v": [view chain or null],
+       "out": [ref], "R": [ref or null], "g": [ref or null]}
+    ref = [dtype, offset, shape]; dtype is f32, f64, i64 or bool, offset counts elements of the
+    storage type's tensor. "g"[i] is null when input i is not float or L does not depend on it.
+    A view chain is a list of steps applied in order to the stored input: ["t", a, b] transpose,
+    ["p", order] permute, ["s", axis, start, stop, step] slice (Python bounds), ["e", shape]
+    expand, ["u", axis] unsqueeze.
+    Float32 cases (float inputs all float32) also have "out64" and "g64": PyTorch's results for
+    the same inputs and R computed in float64 (null where not float).
+  __metadata__["families"]       JSON object: family -> number of cases
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from d2l_model import masked_softmax as d2l_masked_softmax  # noqa: E402
+from make_fixtures import read_safetensors, write_safetensors  # noqa: E402
+
+OUT = os.path.join(HERE, "fixtures", "op_cases.safetensors")
+SEED = 15
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+torch.set_num_threads(1)
+rng = np.random.default_rng(SEED)
+
+NP = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "bool": np.bool_}
+TORCH = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64, "bool": torch.bool}
+SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e30, -1e30, 1e-30, 3.5, -2.0]
+
+
+# --------------------------------------------------------------------------------------------
+# random inputs
+# --------------------------------------------------------------------------------------------
+def chance(p):
+    return rng.random() < p
+
+
+def pick(seq):
+    return seq[int(rng.integers(len(seq)))]
+
+
+def rand_size(zero=0.06, one=0.25, high=5):
+    r = rng.random()
+    if r < zero:
+        return 0
+    if r < zero + one:
+        return 1
+    return int(rng.integers(2, high + 1))
+
+
+def rand_shape(lo=0, hi=3, zero=0.06, one=0.25, high=5):
+    return tuple(rand_size(zero, one, high) for _ in range(int(rng.integers(lo, hi + 1))))
+
+
+def values(shape, kind="normal", special=0.0):
+    """float64 array of `shape`: normal, positive (U(0.5, 2)), ints (small integers: ties),
+    distinct (a permuted grid, no ties), wide (N(0, 10)); `special` is the chance that an element
+    is replaced by NaN, an infinity, a signed zero or a huge or tiny value."""
+    n = int(np.prod(shape)) if shape else 1
+    if kind == "normal":
+        a = rng.standard_normal(n)
+    elif kind == "positive":
+        a = rng.uniform(0.5, 2.0, n)
+    elif kind == "ints":
+        a = rng.integers(-3, 4, n).astype(np.float64)
+    elif kind == "distinct":
+        a = (rng.permutation(n) - n / 2) * 0.37
+    elif kind == "wide":
+        a = rng.standard_normal(n) * 10
+    else:
+        raise ValueError(kind)
+    if special:
+        for i in range(n):
+            if rng.random() < special:
+                a[i] = pick(SPECIALS)
+    return a.reshape(shape)
+
+
+def broadcast_operand(out_shape):
+    """A shape that broadcasts to out_shape: leading axes dropped, some axes set to 1."""
+    s = list(out_shape[int(rng.integers(0, len(out_shape) + 1)):]) if chance(0.3) else list(out_shape)
+    return tuple(1 if chance(0.25) else d for d in s)
+
+
+# --------------------------------------------------------------------------------------------
+# views as inputs: a stored base and a chain of view ops that reads it as the wanted shape
+# --------------------------------------------------------------------------------------------
+def view_chain(shape):
+    """(base shape, chain) with apply_chain(base, chain).shape == shape, or (shape, None)."""
+    kinds = ["t", "p", "s", "e", "u"]
+    kind = pick(kinds)
+    r = len(shape)
+    if kind == "t" and r >= 2:
+        a, b = sorted(rng.choice(r, 2, replace=False).tolist())
+        base = list(shape)
+        base[a], base[b] = base[b], base[a]
+        return tuple(base), [["t", a, b]]
+    if kind == "p" and r >= 2:
+        order = rng.permutation(r).tolist()
+        base = [0] * r
+        for i, o in enumerate(order):
+            base[o] = shape[i]
+        return tuple(base), [["p", order]]
+    if kind == "s" and r >= 1:
+        # x[start:stop:step] of a longer axis reads exactly n elements
+        axis = int(rng.integers(r))
+        n, step, start = shape[axis], int(rng.integers(1, 4)), int(rng.integers(0, 3))
+        stop = start + (n - 1) * step + 1 if n else start
+        length = stop + int(rng.integers(0, 3))
+        base = list(shape)
+        base[axis] = length
+        if chance(0.5):  # the same bounds counted from the end (a stop at the end: beyond it, clamped)
+            start, stop = start - length, (stop - length if stop < length else length + 5)
+        return tuple(base), [["s", axis, start, stop, step]]
+    if kind == "e" and r >= 1 and any(d != 1 for d in shape):
+        base = [1 if (d != 1 and chance(0.5)) else d for d in shape]
+        if r >= 2 and base[0] == 1 and chance(0.3):
+            base = base[1:]  # a leading axis the expand adds
+        if tuple(base) == tuple(shape):
+            return shape, None
+        return tuple(base), [["e", list(shape)]]
+    if kind == "u" and 1 in shape:
+        axis = shape.index(1)
+        return tuple(d for i, d in enumerate(shape) if i != axis), [["u", axis]]
+    return shape, None
+
+
+def apply_chain(t, chain):
+    for step in chain or []:
+        if step[0] == "t":
+            t = t.transpose(step[1], step[2])
+        elif step[0] == "p":
+            t = t.permute(*step[1])
+        elif step[0] == "s":
+            idx = [slice(None)] * t.dim()
+            idx[step[1]] = slice(step[2], step[3], step[4])
+            t = t[tuple(idx)]
+        elif step[0] == "e":
+            t = t.expand(*step[1])
+        elif step[0] == "u":
+            t = t.unsqueeze(step[1])
+    return t
+
+
+class Inp:
+    """One input: its values (float64 numpy, ints, bools), dtype, an optional view chain, and
+    whether it is differentiable (a float mask or weight the op treats as a constant is not)."""
+
+    def __init__(self, arr, dtype, chain=None, grad=True):
+        self.arr, self.dtype, self.chain = np.asarray(arr), dtype, chain
+        self.grad = grad and dtype in ("f32", "f64")
+
+
+def fin(shape, dt, kind="normal", special=0.0, view=0.25):
+    """A float input of `shape`, read through a random view chain with probability `view`."""
+    if view and chance(view):
+        base, chain = view_chain(tuple(shape))
+        if chain is not None:
+            # the values the op sees must be generated for the base (expand repeats them)
+            return Inp(values(base, kind, special), dt, chain)
+    return Inp(values(tuple(shape), kind, special), dt)
+
+
+def iin(arr):
+    return Inp(np.asarray(arr, dtype=np.int64), "i64")
+
+
+def bin_(arr):
+    return Inp(np.asarray(arr, dtype=np.bool_), "bool")
+
+
+# --------------------------------------------------------------------------------------------
+# the ops, as PyTorch computes them (the names and parameters of headgrad's API)
+# --------------------------------------------------------------------------------------------
+def dims_or_all(x, axes):
+    return tuple(axes) if axes else tuple(range(x.dim()))
+
+
+def t_sum(x, p):
+    if not p["axes"] and not p["keepdim"]:
+        return [x.sum()]
+    return [torch.sum(x, dim=dims_or_all(x, p["axes"]), keepdim=p["keepdim"])]
+
+
+def t_mean(x, p):
+    if not p["axes"] and not p["keepdim"]:
+        return [x.mean()]
+    return [torch.mean(x, dim=dims_or_all(x, p["axes"]), keepdim=p["keepdim"])]
+
+
+def t_slice(x, p):
+    if p["step"] is None:  # the strict 4-argument form: a plain range
+        return [x.narrow(p["axis"], p["start"], p["stop"] - p["start"])]
+    idx = [slice(None)] * x.dim()
+    idx[p["axis"]] = slice(p["start"], p["stop"], p["step"])
+    return [x[tuple(idx)]]
+
+
+def t_cross_entropy(x, p):
+    logits, t = x[0], x[1]
+    V = logits.shape[-1]
+    if len(x) < 3:
+        w = torch.ones(t.shape, dtype=logits.dtype)
+    elif x[2].is_floating_point():  # a float mask is the weight itself
+        w = x[2].detach()
+    else:  # a bool or int64 mask counts its nonzero positions
+        w = (x[2] != 0).to(logits.dtype)
+    ii = p["ignore_index"]
+    l = F.cross_entropy(logits.reshape(-1, V), t.reshape(-1), reduction="none",
+                        ignore_index=ii if ii is not None else -100).reshape(t.shape)
+    if ii is not None:
+        w = w * (t != ii).to(w.dtype)
+    l = l * w
+    if p["reduction"] == "none":
+        return [l]
+    if p["reduction"] == "sum":
+        return [l.sum()]
+    return [l.sum() / w.sum()]
+
+
+def t_attention(x, p):
+    q, k, v = x[0], x[1], x[2]
+    H = p["heads"]
+    B, Tq, C = q.shape
+    Tk, dh = k.shape[1], C // H
+    split = lambda t: t.reshape(B, t.shape[1], H, dh).permute(0, 2, 1, 3)  # noqa: E731
+    s = split(q) @ split(k).transpose(-1, -2) / math.sqrt(dh)
+    keep = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
+    if len(x) > 3:
+        lens = x[3] if x[3].dim() == 2 else x[3][:, None].expand(B, Tq)
+        keep = keep & (torch.arange(Tk)[None, None, None, :] < lens[:, None, :, None])
+    if p["causal"]:
+        keep = keep & (torch.arange(Tk)[None, :] <= torch.arange(Tq)[:, None])[None, None]
+    a = s.masked_fill(~keep, -math.inf).softmax(-1)
+    return [(a @ split(v)).permute(0, 2, 1, 3).reshape(B, Tq, C)]
+
+
+OPS = {
+    # binary, broadcasting
+    "add": lambda x, p: [x[0] + x[1]],
+    "sub": lambda x, p: [x[0] - x[1]],
+    "mul": lambda x, p: [x[0] * x[1]],
+    "div": lambda x, p: [x[0] / x[1]],
+    "pow": lambda x, p: [torch.pow(x[0], x[1])],
+    # scalar operand
+    "add_scalar": lambda x, p: [x[0] + p["s"]],
+    "mul_scalar": lambda x, p: [x[0] * p["s"]],
+    "rsub_scalar": lambda x, p: [p["s"] - x[0]],
+    "rdiv_scalar": lambda x, p: [p["s"] / x[0]],
+    "pow_scalar": lambda x, p: [torch.pow(x[0], p["s"])],
+    "neg": lambda x, p: [-x[0]],
+    # unary
+    "exp": lambda x, p: [torch.exp(x[0])],
+    "log": lambda x, p: [torch.log(x[0])],
+    "sqrt": lambda x, p: [torch.sqrt(x[0])],
+    "tanh": lambda x, p: [torch.tanh(x[0])],
+    "relu": lambda x, p: [torch.relu(x[0])],
+    "gelu": lambda x, p: [F.gelu(x[0], approximate="tanh")],
+    "abs": lambda x, p: [torch.abs(x[0])],
+    "sigmoid": lambda x, p: [torch.sigmoid(x[0])],
+    "clamp": lambda x, p: [torch.clamp(x[0], p["min"], p["max"])],
+    # reductions
+    "sum": lambda x, p: t_sum(x[0], p),
+    "mean": lambda x, p: t_mean(x[0], p),
+    "var": lambda x, p: [torch.var(x[0], dim=dims_or_all(x[0], p["axes"]), correction=p["correction"],
+                                   keepdim=p["keepdim"])],
+    "std": lambda x, p: [torch.std(x[0], dim=dims_or_all(x[0], p["axes"]), correction=p["correction"],
+                                   keepdim=p["keepdim"])],
+    "logsumexp": lambda x, p: [torch.logsumexp(x[0], dim=dims_or_all(x[0], p["axes"]), keepdim=p["keepdim"])],
+    # extreme values
+    "max": lambda x, p: [torch.max(x[0], p["axis"], p["keepdim"]).values],
+    "min": lambda x, p: [torch.min(x[0], p["axis"], p["keepdim"]).values],
+    "max_with_indices": lambda x, p: list(torch.max(x[0], p["axis"], p["keepdim"])),
+    "min_with_indices": lambda x, p: list(torch.min(x[0], p["axis"], p["keepdim"])),
+    "argmax": lambda x, p: [torch.argmax(x[0]) if p["axis"] is None else torch.argmax(x[0], p["axis"], p["keepdim"])],
+    "argmin": lambda x, p: [torch.argmin(x[0]) if p["axis"] is None else torch.argmin(x[0], p["axis"], p["keepdim"])],
+    "topk": lambda x, p: list(torch.topk(x[0], p["k"], p["axis"], p["largest"], sorted=True)),
+    # softmax family
+    "softmax": lambda x, p: [torch.softmax(x[0], -1 if p["axis"] is None else p["axis"])],
+    "log_softmax": lambda x, p: [torch.log_softmax(x[0], -1 if p["axis"] is None else p["axis"])],
+    # products and layers
+    "matmul": lambda x, p: [torch.matmul(x[0], x[1]) * p["scale"] if p["scale"] != 1 else torch.matmul(x[0], x[1])],
+    "linear": lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)],
+    "layer_norm": lambda x, p: [F.layer_norm(x[0], (x[0].shape[-1],), x[1] if len(x) > 1 else None,
+                                             x[2] if len(x) > 2 else None, p["eps"])],
+    "cross_entropy": t_cross_entropy,
+    # indexing
+    "index_select": lambda x, p: [torch.index_select(x[0], p["axis"], x[1])],
+    "gather": lambda x, p: [torch.gather(x[0], p["axis"], x[1])],
+    "embedding": lambda x, p: [F.embedding(x[1], x[0])],
+    # shapes
+    "reshape": lambda x, p: [x[0].reshape(p["shape"])],
+    "view": lambda x, p: [x[0].view(p["shape"])],
+    "permute": lambda x, p: [x[0].permute(*p["order"])],
+    "transpose": lambda x, p: [x[0].transpose(p["a"], p["b"])],
+    "slice": lambda x, p: t_slice(x[0], p),
+    "concat": lambda x, p: [torch.cat(x, p["axis"])],
+    "stack": lambda x, p: [torch.stack(x, p["axis"])],
+    "split": lambda x, p: list(torch.split(x[0], p["size"] if p["size"] is not None else p["sizes"], p["axis"])),
+    "chunk": lambda x, p: list(torch.chunk(x[0], p["chunks"], p["axis"])),
+    "expand": lambda x, p: [x[0].expand(*p["shape"])],
+    "squeeze": lambda x, p: [x[0].squeeze() if p["axis"] is None else x[0].squeeze(p["axis"])],
+    "unsqueeze": lambda x, p: [x[0].unsqueeze(p["axis"])],
+    "clone": lambda x, p: [x[0].clone()],
+    "to_dtype": lambda x, p: [x[0].to(TORCH[p["dtype"]])],
+    # picking
+    "where": lambda x, p: [torch.where(x[0], x[1], x[2])],
+    "masked_fill": lambda x, p: [x[0].masked_fill(x[1], p["value"])],
+    # comparisons and logic
+    **{name: (lambda fn: lambda x, p: [fn(x[0], x[1] if p.get("s") is None else p["s"])])(getattr(torch, name))
+       for name in ("eq", "ne", "lt", "le", "gt", "ge")},
+    "logical_and": lambda x, p: [torch.logical_and(x[0], x[1])],
+    "logical_or": lambda x, p: [torch.logical_or(x[0], x[1])],
+    "logical_not": lambda x, p: [torch.logical_not(x[0])],
+    # attention and masks
+    "masked_softmax": lambda x, p: [d2l_masked_softmax(x[0] * 1.0, x[1] if len(x) > 1 else None)],
+    "causal_softmax": lambda x, p: [x[0].masked_fill(
+        torch.arange(x[0].shape[-1])[None, :] > torch.arange(x[0].shape[-2])[:, None], -math.inf).softmax(-1)],
+    "masked_softmax_keep": lambda x, p: [x[0].masked_fill(~(x[1] if x[1].dim() == 3 else x[1][:, None, :]),
+                                                          -math.inf).softmax(-1)],
+    "dropout_with_mask": lambda x, p: [x[0] * x[1] / (1 - p["p"])],
+    "attention": t_attention,
+    "sequence_mask": lambda x, p: [torch.arange(p["max_len"])[None, :] < x[0][:, None]],
+    # small graphs that reuse intermediates
+    "graph_tanh_reuse": lambda x, p: [(lambda e: e * e + e)(torch.tanh(x[0]))],
+    "graph_softmax_gram": lambda x, p: [(lambda s: s @ s.transpose(-1, -2))(torch.softmax(x[0], -1))],
+    "graph_norm": lambda x, p: [(lambda c: c / torch.sqrt((c * c).mean(-1, keepdim=True) + 1e-5))(
+        x[0] - x[0].mean(-1, keepdim=True))],
+    "graph_ffn_lse": lambda x, p: [(lambda h: (h * h).sum(-1) + torch.logsumexp(h, (-1,)))(
+        torch.relu(F.linear(x[0], x[1], x[2])))],
+}
+
+
+# --------------------------------------------------------------------------------------------
+# the families: each yields (op, params, [Inp])
+# --------------------------------------------------------------------------------------------
+def dtypes():
+    return pick(["f32", "f64"])
+
+
+def fam_binary(n):
+    for _ in range(n):
+        op, dt = pick(["add", "sub", "mul", "div", "pow"]), dtypes()
+        out = rand_shape(0, 4)
+        sa = broadcast_operand(out) if chance(0.5) else out
+        sb = broadcast_operand(out) if chance(0.5) else out
+        special = 0.1 if chance(0.3) else 0.0
+        kind_b = "positive" if op == "div" and not special else ("ints" if op == "pow" and chance(0.4) else "normal")
+        kind_a = "positive" if op == "pow" and chance(0.6) else "normal"
+        a, b = fin(sa, dt, kind_a, special), fin(sb, dt, kind_b, special)
+        if chance(0.1):  # the same tensor twice: a reused input
+            yield op, {"twice": True}, [a]
+            continue
+        if chance(0.12):  # an int64 or bool operand, promoted to the float one's dtype
+            arr = values(sb, "ints")
+            if op == "div":
+                ints = Inp(np.abs(arr).astype(np.int64) + 1, "i64")  # nonzero divisors
+            elif op in ("pow", "sub") or chance(0.6):  # PyTorch refuses to subtract a bool
+                ints = Inp(arr.astype(np.int64), "i64")
+            else:
+                ints = Inp(arr > 0, "bool")
+            yield op, {}, [a, ints] if op in ("div", "pow") or chance(0.5) else [ints, a]
+            continue
+        yield op, {}, [a, b]
+
+
+def fam_scalar(n):
+    for _ in range(n):
+        op, dt = pick(["add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar", "pow_scalar", "neg"]), dtypes()
+        special = 0.1 if chance(0.3) else 0.0
+        s = pick([2.0, -1.5, 0.0, 0.5, 3.0, -1.0, -2.0, -0.5, 1.0, 1.7]) if op == "pow_scalar" else \
+            float(pick([1.5, -2.0, 0.0, 0.25, 1e3]))
+        kind = "positive" if op == "pow_scalar" and s not in (2.0, 3.0, 0.0, 1.0, -1.0, -2.0) and chance(0.7) else "normal"
+        yield op, ({} if op == "neg" else {"s": s}), [fin(rand_shape(0, 3), dt, kind, special)]
+
+
+def fam_unary(n):
+    for _ in range(n):
+        op, dt = pick(["exp", "log", "sqrt", "tanh", "relu", "gelu", "abs", "sigmoid", "clamp"]), dtypes()
+        special = 0.12 if chance(0.35) else 0.0
+        kind = "positive" if op in ("log", "sqrt") and chance(0.7) else ("wide" if chance(0.2) else "normal")
+        p = {}
+        if op == "clamp":
+            lo, hi = pick([(-0.5, 0.5), (None, 0.0), (0.25, None), (1.0, -1.0), (-1.0, 2.0)])
+            p = {"min": lo, "max": hi}
+            kind = "ints" if chance(0.3) else kind  # values on the bounds: gradient 1 there
+        yield op, p, [fin(rand_shape(0, 3), dt, kind, special)]
+
+
+def reduced_axes(shape, allow_empty_axis):
+    """Random axes to reduce ([] = all), some negative; None if every try reduced an empty axis."""
+    r = len(shape)
+    for _ in range(20):
+        axes = sorted(rng.choice(r, int(rng.integers(0, r + 1)), replace=False).tolist()) if r else []
+        if allow_empty_axis or not any(shape[a] == 0 for a in (axes or range(r))):
+            return [a - r if chance(0.3) else a for a in axes]
+    return None
+
+
+def fam_reduce(n):
+    for _ in range(n):
+        op, dt = pick(["sum", "sum", "mean", "var", "std", "logsumexp", "sum_int"]), dtypes()
+        shape = rand_shape(0, 4)
+        axes = reduced_axes(shape, op in ("sum", "sum_int", "logsumexp"))
+        if axes is None:
+            continue
+        keepdim = chance(0.4)
+        if op == "logsumexp" and not axes and chance(0.5) and shape:
+            axes = [0]
+        special = 0.08 if chance(0.3) else 0.0
+        if op == "sum_int":
+            arr = values(shape, "ints")
+            inp = Inp(arr.astype(np.int64), "i64") if chance(0.5) else Inp(arr > 0, "bool")
+            yield "sum", {"axes": axes, "keepdim": keepdim}, [inp]
+        elif op in ("var", "std"):
+            # (not a 0-d tensor with correction 1: PyTorch's gradient there, with N - correction = 0,
+            # is inf where a one-element 1-D tensor's is NaN; headgrad gives NaN for both)
+            correction = pick([0, 1, 1]) if shape else 0
+            yield op, {"axes": axes, "keepdim": keepdim, "correction": correction}, [fin(shape, dt, "normal", special)]
+        else:
+            yield op, {"axes": axes, "keepdim": keepdim}, [fin(shape, dt, "normal", special)]
+
+
+def fam_extrema(n):
+    for _ in range(n):
+        op, dt = pick(["max", "min", "max_with_indices", "min_with_indices", "argmax", "argmin", "topk"]), dtypes()
+        shape = rand_shape(0, 3, zero=0.04)
+        if shape and any(d == 0 for d in shape) and op == "topk":
+            shape = tuple(max(d, 1) for d in shape)
+        r = len(shape)
+        axis = int(rng.integers(-max(r, 1), max(r, 1)))
+        if r and shape[axis] == 0:
+            continue
+        keepdim = chance(0.4)
+        if op == "topk":
+            kind = "distinct"  # PyTorch does not promise an order among ties
+            special = 0.0
+        else:
+            kind = pick(["ints", "normal", "distinct"])
+            special = 0.1 if chance(0.3) else 0.0
+        x = fin(shape, dt, kind, special)
+        if op == "topk":
+            length = shape[axis] if r else 1
+            yield op, {"k": int(rng.integers(0, length + 1)), "axis": axis, "largest": chance(0.6)}, [x]
+        elif op in ("argmax", "argmin") and chance(0.25):
+            if int(np.prod(shape)) == 0:
+                continue
+            yield op, {"axis": None, "keepdim": False}, [x]
+        else:
+            if op in ("argmax", "argmin") and chance(0.3):  # on integers too
+                x = Inp(values(shape, "ints").astype(np.int64), "i64")
+            yield op, {"axis": axis, "keepdim": keepdim}, [x]
+
+
+def no_all_neg_inf(arr, axis):
+    """False if any softmax row along axis is entirely -inf (a documented difference)."""
+    if arr.size == 0 or arr.ndim == 0:
+        return True
+    return not np.any(np.all(arr == -np.inf, axis=axis))
+
+
+def fam_softmax(n):
+    for _ in range(n):
+        op, dt = pick(["softmax", "log_softmax"]), dtypes()
+        shape = rand_shape(1, 4)
+        r = len(shape)
+        axis = None if chance(0.3) else int(rng.integers(-r, r))
+        special = 0.1 if chance(0.3) else 0.0
+        kind = pick(["normal", "wide"])
+        x = fin(shape, dt, kind, special)
+        if op == "softmax":
+            seen = apply_chain(torch.from_numpy(x.arr), x.chain).numpy()
+            if not no_all_neg_inf(seen, -1 if axis is None else axis):
+                continue
+        yield op, {"axis": axis}, [x]
+
+
+def fam_matmul(n):
+    for _ in range(n):
+        dt = dtypes()
+        M, K, N = rand_size(0.05, 0.2), rand_size(0.08, 0.2), rand_size(0.05, 0.2)
+        form = pick(["2d", "2d", "1d@2d", "2d@1d", "1d@1d", "batched", "broadcast"])
+        if form == "2d":
+            sa, sb = (M, K), (K, N)
+        elif form == "1d@2d":
+            sa, sb = (K,), (K, N)
+        elif form == "2d@1d":
+            sa, sb = (M, K), (K,)
+        elif form == "1d@1d":
+            sa, sb = (K,), (K,)
+        elif form == "batched":
+            Bt = rand_size(0.05, 0.2, 3)
+            sa, sb = (Bt, M, K), (Bt, K, N)
+        else:
+            sa, sb = (rand_size(0, 0.3, 3), 1, M, K), (rand_size(0, 0.3, 3), K, N)
+        special = 0.05 if chance(0.15) else 0.0
+        scale = 1.0 if chance(0.7) else pick([0.5, -1.7, 0.35])
+        yield "matmul", {"scale": scale}, [fin(sa, dt, "normal", special), fin(sb, dt, "normal", special)]
+
+
+def fam_linear(n):
+    for _ in range(n):
+        dt = dtypes()
+        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
+        lead = rand_shape(0, 2)
+        ins = [fin(lead + (i,), dt), fin((o, i), dt)]
+        if chance(0.7):
+            ins.append(fin((o,), dt, view=0))
+        yield "linear", {}, ins
+
+
+def fam_layer_norm(n):
+    for _ in range(n):
+        dt = dtypes()
+        D = rand_size(0, 0.15, 6)
+        x = fin(rand_shape(0, 2) + (D,), dt, pick(["normal", "wide"]))
+        ins = [x]
+        if chance(0.7):
+            ins += [fin((D,), dt, view=0), fin((D,), dt, view=0)]
+        yield "layer_norm", {"eps": pick([1e-5, 1e-3])}, ins
+
+
+def fam_cross_entropy(n):
+    for _ in range(n):
+        dt = dtypes()
+        V = rand_size(0, 0.1, 6)
+        lead = rand_shape(1, 2, zero=0.05)
+        legacy = chance(0.3)  # the (logits, targets, mask) signature: no ignore_index, mean
+        ii = pick([None, -100, 1]) if chance(0.5) and not legacy else None
+        t = rng.integers(0, V, lead)
+        if ii is not None:
+            t = np.where(rng.random(lead) < 0.3, ii, t)
+        mask_kind = pick([None, "bool", "float", "i64"])
+        ins = [fin(lead + (V,), dt, pick(["normal", "wide"])), iin(t)]
+        w = np.ones(lead)
+        if mask_kind == "bool":
+            m = rng.random(lead) < 0.7
+            ins.append(bin_(m))
+            w = m.astype(float)
+        elif mask_kind == "float":
+            w = rng.choice([0.0, 0.5, 1.0, 2.5], lead)
+            ins.append(Inp(w, dt, grad=False))  # weights are constants
+        elif mask_kind == "i64":
+            m = rng.integers(0, 3, lead)
+            ins.append(iin(m))
+            w = (m != 0).astype(float)
+        reduction = "mean" if legacy else pick(["mean", "sum", "none"])
+        counted = w * (t != ii) if ii is not None else w
+        if reduction == "mean" and not np.any(counted != 0):
+            continue  # a documented difference: 0 here, NaN in PyTorch
+        yield "cross_entropy", {"ignore_index": ii, "reduction": reduction, "legacy": legacy}, ins
+
+
+def fam_index(n):
+    for _ in range(n):
+        dt, op = dtypes(), pick(["index_select", "gather", "embedding"])
+        if op == "embedding":
+            Vv, d = rand_size(0, 0.2), rand_size(0.05, 0.2)
+            if Vv == 0:
+                Vv = 1
+            yield op, {}, [fin((Vv, d), dt), iin(rng.integers(0, Vv, rand_shape(0, 2)))]
+            continue
+        shape = rand_shape(1, 3)
+        r = len(shape)
+        axis = int(rng.integers(-r, r))
+        n_ax = shape[axis]
+        if n_ax == 0:
+            continue
+        if op == "index_select":
+            yield op, {"axis": axis}, [fin(shape, dt), iin(rng.integers(0, n_ax, rand_size(0.1, 0.2, 6)))]
+        else:
+            ishape = list(shape)
+            ishape[axis] = rand_size(0.1, 0.2, 5)
+            yield op, {"axis": axis}, [fin(shape, dt), iin(rng.integers(0, n_ax, ishape))]
+
+
+def fam_shape(n):
+    for _ in range(n):
+        dt = dtypes()
+        op = pick(["reshape", "view", "permute", "transpose", "slice", "slice", "concat", "stack", "split", "chunk",
+                   "expand", "squeeze", "unsqueeze", "clone", "to_dtype"])
+        shape = rand_shape(1, 4, zero=0.05)
+        r = len(shape)
+        special = 0.05 if chance(0.2) else 0.0
+        x = fin(shape, dt, "normal", special, view=0.4)
+        if op in ("reshape", "view"):
+            total = int(np.prod(shape))
+            dims = []
+            rest = total
+            for _ in range(int(rng.integers(0, 4))):
+                cands = [d for d in (1, 2, 3, 4) if rest % d == 0] if rest else [0, 1, 2]
+                d = pick(cands)
+                dims.append(d)
+                rest = rest // d if d else rest
+            target = dims + ([rest] if total else [0])
+            if chance(0.3) and total:
+                target[int(rng.integers(len(target)))] = -1
+                if target.count(-1) > 1 or (0 in target):
+                    continue
+            if op == "view":  # only layouts torch itself can view
+                try:
+                    apply_chain(torch.from_numpy(x.arr), x.chain).view(target)
+                except RuntimeError:
+                    continue
+            yield op, {"shape": target}, [x]
+        elif op == "permute":
+            yield op, {"order": [int(v) - (r if chance(0.3) else 0) for v in rng.permutation(r)]}, [x]
+        elif op == "transpose":
+            yield op, {"a": int(rng.integers(-r, r)), "b": int(rng.integers(-r, r))}, [x]
+        elif op == "slice":
+            axis = int(rng.integers(-r, r))
+            L = shape[axis]
+            if chance(0.3):  # the strict form
+                a = int(rng.integers(0, L + 1))
+                b = int(rng.integers(a, L + 1))
+                yield op, {"axis": axis, "start": a, "stop": b, "step": None}, [x]
+            else:
+                a, b = int(rng.integers(-L - 2, L + 3)), int(rng.integers(-L - 2, L + 3))
+                yield op, {"axis": axis, "start": a, "stop": b, "step": int(rng.integers(1, 4))}, [x]
+        elif op in ("concat", "stack"):
+            k = int(rng.integers(1, 4))
+            axis = int(rng.integers(-r, r)) if op == "concat" else int(rng.integers(-r - 1, r + 1))
+            xs = [x]
+            for _ in range(k - 1):
+                s2 = list(shape)
+                if op == "concat":
+                    s2[axis] = rand_size(0.15, 0.3, 3)
+                xs.append(fin(tuple(s2), dt, "normal", special))
+            if op == "concat" and chance(0.15):
+                xs.append(x)  # the same tensor twice
+            yield op, {"axis": axis}, xs
+        elif op == "split":
+            axis = int(rng.integers(-r, r))
+            L = shape[axis]
+            if chance(0.5) and L:
+                yield op, {"size": int(rng.integers(1, L + 2)), "sizes": None, "axis": axis}, [x]
+            else:
+                cuts = sorted(rng.integers(0, L + 1, int(rng.integers(0, 3))).tolist())
+                sizes = [b - a for a, b in zip([0] + cuts, cuts + [L])]
+                yield op, {"size": None, "sizes": sizes, "axis": axis}, [x]
+        elif op == "chunk":
+            yield op, {"chunks": int(rng.integers(1, 5)), "axis": int(rng.integers(-r, r))}, [x]
+        elif op == "expand":
+            base = tuple(1 if chance(0.5) else d for d in shape)
+            target = ([int(rng.integers(1, 3))] if chance(0.3) else []) + \
+                     [(-1 if chance(0.3) else d) if b == d else d for b, d in zip(base, shape)]
+            yield op, {"shape": target}, [fin(base, dt, "normal", special, view=0.3)]
+        elif op == "squeeze":
+            yield op, {"axis": None if chance(0.4) else int(rng.integers(-r, r))}, [x]
+        elif op == "unsqueeze":
+            yield op, {"axis": int(rng.integers(-r - 1, r + 1))}, [x]
+        elif op == "clone":
+            yield op, {}, [x]
+        else:
+            yield op, {"dtype": "f64" if dt == "f32" else "f32"}, [x]
+
+
+def fam_select(n):
+    for _ in range(n):
+        dt = dtypes()
+        out = rand_shape(0, 3)
+        special = 0.08 if chance(0.3) else 0.0
+        cond = values(broadcast_operand(out) if chance(0.5) else out, "normal") > 0
+        if chance(0.5):
+            a = fin(broadcast_operand(out) if chance(0.5) else out, dt, "normal", special)
+            b = fin(broadcast_operand(out) if chance(0.5) else out, dt, "normal", special)
+            if chance(0.15):
+                b = Inp(values(out, "ints").astype(np.int64), "i64")
+            yield "where", {}, [bin_(cond), a, b]
+        else:
+            mshape = broadcast_operand(out)
+            yield "masked_fill", {"value": pick([-1e9, 0.0, 2.5, -1e30])}, [fin(out, dt, "normal", special),
+                                                                              bin_(values(mshape) > 0)]
+
+
+def fam_compare(n):
+    for _ in range(n):
+        op = pick(["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"])
+        out = rand_shape(0, 3)
+        special = 0.1 if chance(0.4) else 0.0
+
+        def operand(shape):
+            kind = pick(["f32", "f64", "i64", "bool"])
+            arr = values(shape, "ints", special) if kind in ("f32", "f64") else values(shape, "ints")
+            if kind == "i64":
+                return Inp(arr.astype(np.int64), "i64")
+            if kind == "bool":
+                return Inp(arr > 0, "bool")
+            return Inp(arr * pick([1.0, 0.1]), kind)
+
+        a = operand(broadcast_operand(out) if chance(0.4) else out)
+        if op == "logical_not":
+            yield op, {}, [a]
+        elif op.startswith("logical") or chance(0.7):
+            yield op, {}, [a, operand(broadcast_operand(out) if chance(0.4) else out)]
+        else:
+            yield op, {"s": float(pick([0.0, 1.0, -2.0, 0.1, 0.5]))}, [a]
+
+
+def fam_attention(n):
+    for _ in range(n):
+        dt = dtypes()
+        op = pick(["masked_softmax", "causal_softmax", "masked_softmax_keep", "dropout_with_mask", "attention",
+                   "sequence_mask"])
+        B, Tq, Tk = rand_size(0.05, 0.2, 3), rand_size(0.05, 0.2, 4), rand_size(0.05, 0.2, 5)
+        if Tk == 0 and op in ("masked_softmax", "masked_softmax_keep", "attention"):
+            Tk = 1  # these need a key to keep (a row with none is a documented difference)
+        if op == "masked_softmax":
+            x = fin((B, Tq, Tk), dt, view=0.2)
+            if chance(0.2):
+                yield op, {}, [x]
+            elif chance(0.5):
+                yield op, {}, [x, iin(rng.integers(1, Tk + 1, (B,)))]
+            else:
+                yield op, {}, [x, iin(rng.integers(1, Tk + 1, (B, Tq)))]
+        elif op == "causal_softmax":
+            yield op, {}, [fin(rand_shape(0, 2, zero=0.0) + (Tq, Tk), dt, view=0.2)]
+        elif op == "masked_softmax_keep":
+            shape = (B, Tk) if chance(0.5) else (B, Tq, Tk)
+            keep = rng.random(shape) < 0.6
+            keep[..., 0] = True  # every row keeps a key (a row with none is a documented difference)
+            yield op, {}, [fin((B, Tq, Tk), dt, view=0.2), bin_(keep)]
+        elif op == "dropout_with_mask":
+            shape = rand_shape(0, 3)
+            p = pick([0.0, 0.25, 0.5])
+            mask = Inp((rng.random(shape) > p).astype(np.float64), dt, grad=False)  # a constant
+            yield op, {"p": p}, [fin(shape, dt, view=0.2), mask]
+        elif op == "attention":
+            H, dh = pick([1, 2]), rand_size(0, 0.2, 3)
+            C = H * dh
+            causal = chance(0.3)
+            ins = [fin((B, Tq, C), dt, view=0.2), fin((B, Tk, C), dt, view=0.2), fin((B, Tk, C), dt, view=0.2)]
+            if chance(0.5):
+                ins.append(iin(rng.integers(1, Tk + 1, (B,) if chance(0.5) else (B, Tq))))
+            yield op, {"heads": H, "causal": causal}, ins
+        else:
+            yield op, {"max_len": Tk}, [iin(rng.integers(0, Tk + 2, (B,)))]
+
+
+def fam_graph(n):
+    for _ in range(n):
+        dt = dtypes()
+        op = pick(["graph_tanh_reuse", "graph_softmax_gram", "graph_norm", "graph_ffn_lse"])
+        shape = rand_shape(1, 3, zero=0.0)
+        if op == "graph_ffn_lse":
+            i, o = rand_size(0, 0.2, 4), rand_size(0, 0.2, 4)
+            yield op, {}, [fin(shape[:-1] + (i,), dt), fin((o, i), dt), fin((o,), dt, view=0)]
+        elif op == "graph_softmax_gram":
+            yield op, {}, [fin(shape if len(shape) >= 2 else (2,) + shape, dt)]
+        else:
+            yield op, {}, [fin(shape, dt)]
+
+
+FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", fam_unary, 560),
+            ("reduce", fam_reduce, 420), ("extrema", fam_extrema, 400), ("softmax", fam_softmax, 230),
+            ("matmul", fam_matmul, 200), ("linear", fam_linear, 110), ("layer_norm", fam_layer_norm, 110),
+            ("cross_entropy", fam_cross_entropy, 230), ("index", fam_index, 150), ("shape", fam_shape, 560),
+            ("select", fam_select, 160), ("compare", fam_compare, 300), ("attention", fam_attention, 230),
+            ("graph", fam_graph, 80)]
+
+
+# --------------------------------------------------------------------------------------------
+# running a case in torch and storing it
+# --------------------------------------------------------------------------------------------
+class Storage:
+    """Every tensor's elements appended to one flat array per storage type."""
+
+    def __init__(self):
+        self.parts = {"f32": [], "f64": [], "i64": []}
+        self.size = {"f32": 0, "f64": 0, "i64": 0}
+
+    def add(self, arr, dtype):
+        store = "i64" if dtype in ("i64", "bool") else dtype
+        flat = np.ascontiguousarray(arr).reshape(-1).astype(NP[store])
+        ref = [dtype, self.size[store], [int(d) for d in arr.shape]]
+        self.parts[store].append(flat)
+        self.size[store] += flat.size
+        return ref
+
+    def tensors(self):
+        return [("data." + k, torch.from_numpy(np.concatenate(v) if v else np.zeros(0, NP[k])))
+                for k, v in self.parts.items()]
+
+
+def dtype_of(t):
+    return {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool"}[t.dtype]
+
+
+def evaluate(op, p, inputs, as_f64=False, Rs=None):
+    """Runs the op in torch: outputs, the R of each float output (drawn unless given) and the
+    gradient of each input (None where there is none). as_f64: float32 inputs and R in float64."""
+    leaves = []
+    for inp in inputs:
+        dtype = "f64" if as_f64 and inp.dtype == "f32" else inp.dtype
+        t = torch.from_numpy(inp.arr.astype(NP[inp.dtype]).astype(NP[dtype]))
+        if inp.grad:
+            t.requires_grad_(True)
+        leaves.append(t)
+    xs = [apply_chain(t, inp.chain) for t, inp in zip(leaves, inputs)]
+    if p.get("twice"):
+        xs = [xs[0], xs[0]]
+    outs = OPS[op](xs, p)
+    if Rs is None:
+        Rs = [torch.from_numpy(rng.standard_normal(tuple(o.shape)).astype(NP[dtype_of(o)]))
+              if o.is_floating_point() else None for o in outs]
+    loss = None
+    for o, R in zip(outs, Rs):
+        if R is not None:
+            term = (o * R.to(o.dtype)).sum()
+            loss = term if loss is None else loss + term
+    if loss is not None and loss.requires_grad:
+        loss.backward()
+    return outs, Rs, [t.grad if t.requires_grad else None for t in leaves]
+
+
+def run_case(family, op, p, inputs, store):
+    outs, Rs, grads = evaluate(op, p, inputs)
+    case = {"f": family, "op": op, "p": p,
+            "in": [store.add(inp.arr.astype(NP[inp.dtype]), inp.dtype) for inp in inputs],
+            "ng": [i for i, inp in enumerate(inputs) if inp.dtype in ("f32", "f64") and not inp.grad],
+            "v": [inp.chain for inp in inputs],
+            "out": [store.add(o.detach().numpy(), dtype_of(o)) for o in outs],
+            "R": [store.add(R.numpy(), dtype_of(R)) if R is not None else None for R in Rs],
+            "g": [store.add(g.numpy(), dtype_of(g)) if g is not None else None for g in grads]}
+    # A float32 case also carries PyTorch's float64 result for the same inputs and R: where
+    # PyTorch's float32 value is itself far from exact (cancellation), the replay may be as far.
+    dtypes_in = {inp.dtype for inp in inputs}
+    if "f32" in dtypes_in and "f64" not in dtypes_in:
+        outs64, _, grads64 = evaluate(op, p, inputs, as_f64=True, Rs=Rs)
+        case["out64"] = [store.add(o.detach().numpy(), "f64") if o.is_floating_point() else None for o in outs64]
+        case["g64"] = [store.add(g.numpy(), "f64") if g is not None else None for g in grads64]
+    return case
+
+
+def main():
+    store = Storage()
+    cases, counts = [], {}
+    for family, gen, n in FAMILIES:
+        for op, p, inputs in gen(n):
+            cases.append(run_case(family, op, p, inputs, store))
+            counts[family] = counts.get(family, 0) + 1
+    meta = {"generator": "tests/reference/make_op_cases.py", "torch_version": torch.__version__, "seed": str(SEED),
+            "cases": json.dumps(cases, separators=(",", ":"), allow_nan=False), "families": json.dumps(counts)}
+    write_safetensors(OUT, store.tensors(), meta)
+    size = os.path.getsize(OUT)
+    assert size < MAX_FILE_BYTES, f"{OUT} is {size} bytes (limit {MAX_FILE_BYTES})"
+    back, back_meta = read_safetensors(OUT)
+    assert [n for n, _ in back] == [n for n, _ in store.tensors()]
+    assert json.loads(back_meta["cases"]) == json.loads(meta["cases"])
+    print(f"{os.path.relpath(OUT)}: {size} bytes, {len(cases)} cases")
+    for family, n in counts.items():
+        print(f"   {family:<14s} {n}")
+
+
+if __name__ == "__main__":
+    main()
