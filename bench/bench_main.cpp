@@ -23,6 +23,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/attention_sweep.hpp"
 #include "bench/bench_child.hpp"
 #include "bench/bench_options.hpp"
 #include "bench/bench_runner.hpp"
@@ -167,6 +168,10 @@ int run(int argc, char** argv) {
                "model: throughput, achieved GFLOP/s against the cblas_sgemm\nlimit, peak RSS, time to 0.99 held-out "
                "accuracy and RSS growth; one table, JSON with --json.\n\nflags:\n{}",
                args.usage());
+    return 0;
+  }
+  if (args.flag("attention-sweep")) {
+    run_attention_sweep(static_cast<int>(args.integer_at_least("threads", 1)));
     return 0;
   }
   const double wall0 = now_seconds(), load_start = load_average();

@@ -74,6 +74,8 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"json", Kind::flag, "false", "print the results as one JSON object on the last line"},
       {"json-file", Kind::text, "", "also write that JSON to this file", "FILE"},
       {"keep-tmp", Kind::flag, "false", "keep the temp directory with the exported weights, batches and results"},
+      {"attention-sweep", Kind::flag, "false",
+       "only time the fused attention's two algorithms (keep-P, flash) over sequence lengths"},
   };
   // the training settings: default = headgrad train's (RunConfig's initialisers)
   for (cli::FlagSpec& f : cli::run_config_flags(cli::RunFields::settings)) flags.push_back(std::move(f));

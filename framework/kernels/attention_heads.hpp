@@ -59,8 +59,14 @@ void flash_attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv,
 // Query and key tile sizes of the flash kernels (a 64 x 64 score tile is 16 KiB of floats).
 inline constexpr std::int64_t kFlashQueryTile = 64, kFlashKeyTile = 64;
 
-// From this many scores per head (Tq x Tk) on, the flash kernels replace keeping P.
-inline constexpr std::int64_t kFlashMinScores = 256 * 256;
-inline bool flash_attention_pays(std::int64_t Tq, std::int64_t Tk) { return Tq * Tk >= kFlashMinScores; }
+// From this many scores per head (Tq x Tk) on, the flash kernels replace keeping P: measured by
+// `headgrad_bench --attention-sweep` (causal, forward + backward, float32, 1 and 2 threads): with
+// head size 64 flash is 0.85-0.90x keep-P's time from T = 256 on and 1.0-1.2x below; with head
+// size 16 it is 1.05-1.15x at T = 256 and 0.8-0.95x from T = 384-512 on (the recomputed scores
+// cost relatively more when each score is a shorter dot product).
+inline constexpr std::int64_t kFlashMinScores = 256 * 256, kFlashMinScoresSmallHeads = 384 * 384;
+inline bool flash_attention_pays(std::int64_t Tq, std::int64_t Tk, std::int64_t dh) {
+  return Tq * Tk >= (dh >= 32 ? kFlashMinScores : kFlashMinScoresSmallHeads);
+}
 
 } // namespace headgrad::kernels

@@ -91,7 +91,7 @@ Tensor attention_forward(const Tensor& qbuf, std::int64_t q_off, const Tensor& k
                          const Tensor& vbuf, std::int64_t v_off, Saved& s, bool keep_weights) {
   const kernels::HeadsLayout& L = s.layout;
   Tensor out = new_tensor({L.B, L.Tq, L.H * L.dh}, qbuf.dtype());
-  const bool flash = !keep_weights && kernels::flash_attention_pays(L.Tq, L.Tk);
+  const bool flash = !keep_weights && kernels::flash_attention_pays(L.Tq, L.Tk, L.dh);
   if (flash) {
     s.lse = new_tensor({L.B, L.H, L.Tq}, qbuf.dtype());
     s.O = out.detach();
