@@ -1,5 +1,5 @@
 // Golden test of one full training step against PyTorch 1.13 (tests/reference/README.md,
-// train_step.safetensors): the reference SequenceModel loaded with the fixture's parameters, the
+// train_step.safetensors), once with each attention path: the reference SequenceModel loaded with the fixture's parameters, the
 // positional table, the logits, the masked cross-entropy, all 27 parameter gradients and one Adam
 // step, each reported llm.c-style (max abs / rel diff per tensor).
 #include <doctest/doctest.h>
@@ -72,10 +72,16 @@ bool column_is_zero(const Tensor& t, std::int64_t col) {
 TEST_CASE("golden: one training step of the reference SequenceModel against PyTorch") {
   const std::string path = golden::fixture_path("train_step");
   const io::SafetensorsFile f = io::load_safetensors(path);
-  golden::Report rep("train_step");
+  // Both attention paths: training's fused op and d2l's composed ops must each match PyTorch.
+  models::AttentionPath attention = models::AttentionPath::fused;
+  SUBCASE("fused attention") { attention = models::AttentionPath::fused; }
+  SUBCASE("composed attention") { attention = models::AttentionPath::composed; }
+  golden::Report rep(attention == models::AttentionPath::fused ? "train_step (fused attention)"
+                                                               : "train_step (composed attention)");
 
   // ---- the model, with the fixture's config and initial parameters ---------------------------
-  const models::ModelConfig cfg = config_of(f);
+  models::ModelConfig cfg = config_of(f);
+  cfg.attention = attention;
   REQUIRE(cfg.vocab == 11);
   REQUIRE(cfg.d_model == 16);
   REQUIRE(golden::meta_double(f, "layernorm_eps") == 1e-5); // our LayerNorm's eps (transformer.cpp)
