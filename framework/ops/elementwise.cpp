@@ -21,7 +21,11 @@ namespace {
 // float one is read as that float type (promotion.hpp); the backwards below then see it as the
 // integer input it is, which needs no gradient.
 template <typename F> Tensor binary_forward(const Tensor& a_in, const Tensor& b_in, const char* name, const F& f) {
-  const auto [a, b] = arithmetic_operands(a_in, b_in, name);
+  // Plain references, not a structured binding: the lambda below captures them, which clang
+  // accepts only from version 16 (P1091), and the fuzz build uses clang 14.
+  const std::pair<Tensor, Tensor> operands = arithmetic_operands(a_in, b_in, name);
+  const Tensor& a = operands.first;
+  const Tensor& b = operands.second;
   const Dims s = broadcast_shapes(a.shape(), b.shape(), name);
   OpTimer timer(name);
   Tensor out = new_tensor(s, a.dtype());
