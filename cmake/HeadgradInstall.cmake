@@ -66,10 +66,26 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgradConfig.cmake
 # pkg-config. Both libraries are static, so everything they link is in Requires/Libs (not the
 # .private fields, which plain `pkg-config --libs` leaves out). The prefix is found relative to
 # the .pc file, so the installed tree can be moved. MPI has no standard .pc name (ompi-c, mpich),
-# hence its libraries by path.
+# hence its libraries as -L/-l (not as paths: build systems put -l flags after the archives that
+# need them, as a linker with --as-needed requires).
 set(HEADGRAD_PC_MPI_LIBS "")
 if(HEADGRAD_WITH_MPI)
-  list(JOIN MPI_CXX_LIBRARIES " " HEADGRAD_PC_MPI_LIBS)
+  set(dirs "")
+  set(names "")
+  foreach(lib ${MPI_CXX_LIBRARIES})
+    get_filename_component(dir ${lib} DIRECTORY)
+    get_filename_component(name ${lib} NAME_WE)
+    string(REGEX REPLACE "^lib" "" name ${name})
+    list(APPEND dirs ${dir})
+    list(APPEND names ${name})
+  endforeach()
+  list(REMOVE_DUPLICATES dirs)
+  foreach(dir ${dirs})
+    string(APPEND HEADGRAD_PC_MPI_LIBS " -L${dir}")
+  endforeach()
+  foreach(name ${names})
+    string(APPEND HEADGRAD_PC_MPI_LIBS " -l${name}")
+  endforeach()
 endif()
 file(RELATIVE_PATH HEADGRAD_PC_PREFIX_FROM_PCFILEDIR
   /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
