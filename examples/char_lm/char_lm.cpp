@@ -124,8 +124,8 @@ int run(const Options& o) {
 
   // The checkpoint: the parameters under PyTorch's names, and in the metadata (strings only) what
   // load_in_pytorch.py needs to rebuild the model and check it computes what we did.
-  const Batch check = char_lm::all_windows(std::vector<std::int64_t>(val_tokens.begin(), val_tokens.begin() + model.config.context + 1),
-                                           model.config.context);
+  const std::vector<std::int64_t> check_tokens(val_tokens.begin(), val_tokens.begin() + model.config.context + 1);
+  const Batch check = char_lm::all_windows(check_tokens, model.config.context); // one window
   const double check_loss = eval_loss(model, check);
   ops::SampleOptions greedy_choice;
   greedy_choice.temperature = 0; // the argmax: draws nothing
@@ -135,7 +135,7 @@ int run(const Options& o) {
       {"context", std::to_string(model.config.context)},
       {"d_model", std::to_string(model.config.d_model)},
       {"heads", std::to_string(model.config.heads)},
-      {"check_text", vocab.decode(check.inputs.to_int_vector()) + vocab.decode({check.targets.to_int_vector().back()})},
+      {"check_text", vocab.decode(check_tokens)},
       {"check_loss", fmt::format("{:.9g}", check_loss)},
       {"greedy", greedy}};
   io::save_safetensors(o.out, model.named_parameters(), metadata);
