@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++)
+PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf)
 JOBS=${JOBS:-2}
 
 log() { printf 'dev.sh: %s\n' "$*" >&2; }

@@ -1,11 +1,11 @@
-# Finds headgrad's dependencies (Debian: libopenblas-dev, libfmt-dev, nlohmann-json3-dev, g++'s
+# Finds the dependencies of the headgrad library (Debian: libopenblas-dev, libfmt-dev, g++'s
 # OpenMP) and defines the imported target `headgrad_blas`. Shared by the build and by the installed
-# package config.
+# package config (headgradConfig.cmake), where fmt is needed by the public headers and OpenBLAS and
+# OpenMP only to link the static library (cmake/HeadgradInstall.cmake).
 include(CMakeFindDependencyMacro)
 find_dependency(fmt)
 find_dependency(OpenMP)
 find_dependency(OpenBLAS)
-find_dependency(nlohmann_json 3) # header-only; linked PRIVATE by headgrad (safetensors headers)
 if(NOT TARGET headgrad_blas)
   add_library(headgrad_blas INTERFACE IMPORTED)
   # OpenBLAS's own cblas.h first: it declares openblas_get_corename() and friends.

@@ -1,22 +1,11 @@
-# Installs the already-built headgrad into a scratch prefix, then configures, builds and runs the
-# consumer project against it.
-file(REMOVE_RECURSE ${WORK_DIR})
-file(MAKE_DIRECTORY ${WORK_DIR})
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
-                RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "install failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build
-                -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "consumer configure failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "consumer build failed: ${rc}")
-endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "consumer run failed: ${rc}")
+# Builds tests/consumer against the installed package in PREFIX (find_package and pkg-config),
+# runs both programs, and runs the installed `headgrad` command.
+include(${CMAKE_CURRENT_LIST_DIR}/build_against_install.cmake)
+# With nlohmann-json hidden from find_package: the installed package must not ask for it.
+build_against_install(${CMAKE_CURRENT_LIST_DIR} ${WORK_DIR} ${PREFIX} -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON)
+run_and_show(out ${WORK_DIR}/consumer)
+run_and_show(out ${WORK_DIR}/consumer_pkgconfig)
+run_and_show(out ${PREFIX}/${BINDIR}/headgrad --help)
+if(NOT out MATCHES "usage: headgrad <command>")
+  message(FATAL_ERROR "bin/headgrad --help printed no usage")
 endif()

@@ -1,0 +1,93 @@
+# HeadgradInstall.cmake - what `cmake --install` puts under the prefix, and how other projects find
+# it (included by the root CMakeLists.txt after the targets are defined):
+#
+#   lib/libheadgrad.a, lib/libheadgrad_models.a     headgrad::headgrad, headgrad::models
+#   lib/cmake/headgrad/                             find_package(headgrad)
+#   lib/pkgconfig/headgrad.pc                       pkg-config --cflags --libs headgrad
+#   include/headgrad/headgrad.hpp                   the umbrella header: every public header
+#   include/headgrad/{framework,models,data}/...    the public headers
+#   bin/headgrad                                    the command line
+#
+# Include scheme. In the source tree headers include each other as "framework/tensor.hpp". The
+# installed copies say "headgrad/framework/tensor.hpp" (rewritten at install time by
+# cmake/HeadgradInstallHeaders.cmake, only that prefix changes), so the package exports one
+# include directory, include/, and a consumer writes #include <headgrad/...>. Exporting
+# include/headgrad/ as well would have kept the headers byte-identical, but it would also put
+# directories named framework/, models/ and data/ on every consumer's include path, where they
+# shadow (or are shadowed by) the consumer's own headers of those common names.
+#
+# Private headers are not installed: framework/kernels/ (the loops behind the ops: they include
+# cblas.h and omp.h) and the helpers only .cpp files include. No public header includes them;
+# the install test compiles every installed header against the prefix alone to keep it so.
+#
+# Dependencies at find_package time (cmake/headgradConfig.cmake.in):
+#   fmt       public: framework/tensor.hpp includes <fmt/format.h>
+#   OpenBLAS  link only (the static library calls cblas_sgemm); its headers stay private
+#   OpenMP    link only (libgomp); consumers are not compiled with -fopenmp
+#   MPI       link only, when headgrad was built with it (framework/distributed/)
+# A static library's link-only dependencies appear in the export as $<LINK_ONLY:target>, and an
+# imported target must exist when the consumer generates, hence find_dependency for those three.
+# nlohmann-json is not needed: it is header-only and used inside framework/io only.
+
+set(HEADGRAD_PRIVATE_HEADERS
+  ops/promotion.hpp         # dtype promotion of the binary ops (elementwise.cpp, where.cpp, compare.cpp)
+  ops/reduced_axes.hpp      # layouts of the multi-axis reductions (reduce.cpp, softmax.cpp)
+  io/safetensors_format.hpp # the byte layout shared by the safetensors reader and writer
+)
+set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE)
+foreach(h ${HEADGRAD_PRIVATE_HEADERS})
+  list(APPEND HEADGRAD_HEADER_EXCLUDES REGEX "/framework/${h}$" EXCLUDE)
+endforeach()
+
+set(HEADGRAD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/headgrad)
+
+install(TARGETS headgrad headgrad_models EXPORT headgradTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS headgrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY framework models data DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad
+  FILES_MATCHING PATTERN "*.hpp" ${HEADGRAD_HEADER_EXCLUDES})
+install(FILES headgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad)
+# After the copies: "framework/x.hpp" -> "headgrad/framework/x.hpp" in every installed header.
+install(CODE "set(HEADGRAD_INSTALLED_HEADERS_DIR \"${CMAKE_INSTALL_INCLUDEDIR}/headgrad\")")
+install(SCRIPT ${CMAKE_CURRENT_LIST_DIR}/HeadgradInstallHeaders.cmake)
+
+install(EXPORT headgradTargets NAMESPACE headgrad:: DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
+include(CMakePackageConfigHelpers)
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/headgradConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/headgradConfig.cmake
+  INSTALL_DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/headgradConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgradConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/headgradConfigVersion.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/HeadgradDependencies.cmake
+  DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
+
+# pkg-config. Both libraries are static, so everything they link is in Requires/Libs (not the
+# .private fields, which plain `pkg-config --libs` leaves out). The prefix is found relative to
+# the .pc file, so the installed tree can be moved. MPI has no standard .pc name (ompi-c, mpich),
+# hence its libraries as -L/-l (not as paths: build systems put -l flags after the archives that
+# need them, as a linker with --as-needed requires).
+set(HEADGRAD_PC_MPI_LIBS "")
+if(HEADGRAD_WITH_MPI)
+  set(dirs "")
+  set(names "")
+  foreach(lib ${MPI_CXX_LIBRARIES})
+    get_filename_component(dir ${lib} DIRECTORY)
+    get_filename_component(name ${lib} NAME_WE)
+    string(REGEX REPLACE "^lib" "" name ${name})
+    list(APPEND dirs ${dir})
+    list(APPEND names ${name})
+  endforeach()
+  list(REMOVE_DUPLICATES dirs)
+  foreach(dir ${dirs})
+    string(APPEND HEADGRAD_PC_MPI_LIBS " -L${dir}")
+  endforeach()
+  foreach(name ${names})
+    string(APPEND HEADGRAD_PC_MPI_LIBS " -l${name}")
+  endforeach()
+endif()
+file(RELATIVE_PATH HEADGRAD_PC_PREFIX_FROM_PCFILEDIR
+  /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/headgrad.pc.in ${CMAKE_CURRENT_BINARY_DIR}/headgrad.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgrad.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,43 @@
+// headgrad.hpp - the umbrella header: every public header of the installed package, for
+// `#include <headgrad/headgrad.hpp>`. (Each header can also be included alone, e.g.
+// <headgrad/framework/ops/ops.hpp>.) The install test checks that this list names every
+// installed header; docs/cpp-guide.md is the tour of what they hold.
+#pragma once
+
+// ---- tensors and autograd ------------------------------------------------------------------
+#include "framework/dims.hpp"      // Dims: a shape or strides (up to 8 axes)
+#include "framework/dtype.hpp"     // DType: f32, f64, i64, bool8
+#include "framework/storage.hpp"   // the bytes behind tensors (a caching allocator)
+#include "framework/tensor.hpp"    // Tensor
+#include "framework/random.hpp"    // Generator: seeded, the same stream everywhere
+#include "framework/autograd.hpp"  // record(), Node, NoGradGuard: writing an op's backward
+#include "framework/broadcast.hpp" // NumPy broadcasting shapes, for ops of your own
+#include "framework/gradcheck.hpp" // gradcheck(): float64 central differences
+
+// ---- ops -----------------------------------------------------------------------------------
+#include "framework/ops/ops.hpp"      // elementwise, reductions, matmul, shape ops, indexing
+#include "framework/ops/compare.hpp"  // comparisons, logical ops, argmax (no gradient)
+#include "framework/ops/sampling.hpp" // multinomial, sample_logits
+#include "framework/ops/nn_ops.hpp"   // fused: attention, linear, layer norm, cross-entropy, ...
+
+// ---- modules, optimizers, files --------------------------------------------------------------
+#include "framework/nn/module.hpp"         // nn::Module: parameters by dotted name
+#include "framework/nn/layers.hpp"         // Linear, LayerNorm, Embedding, Dropout, ReLU, GELU
+#include "framework/optim/optimizer.hpp"   // SGD, Adam, AdamW, clipping, schedules
+#include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
+#include "framework/runtime/threads.hpp"   // set_threads, BLAS info
+
+// ---- tools -----------------------------------------------------------------------------------
+#include "framework/profiler.hpp"  // per-op timing
+#include "framework/graph_dot.hpp" // the autograd graph as Graphviz DOT
+
+// ---- data parallelism (MPI when headgrad was built with it) -----------------------------------
+#include "framework/distributed/communicator.hpp"
+#include "framework/distributed/consistency.hpp"
+#include "framework/distributed/bucketed_allreduce.hpp"
+#include "framework/distributed/data_parallel.hpp"
+
+// ---- models and toy data (headgrad::models) ------------------------------------------------------
+#include "models/attention.hpp"   // DotProductAttention, MultiHeadAttention (d2l and PyTorch forms)
+#include "models/transformer.hpp" // the Transformer encoder model
+#include "data/tasks.hpp"         // copy / reverse / sort batches and accuracy
