@@ -169,7 +169,10 @@ const std::map<std::string, OpFn>& op_table() {
       {"sqrt", unary([](const Tensor& t) { return sqrt(t); })},
       {"tanh", unary([](const Tensor& t) { return tanh(t); })},
       {"relu", unary([](const Tensor& t) { return relu(t); })},
-      {"gelu", unary([](const Tensor& t) { return gelu(t); })},
+      {"gelu",
+       [](const Inputs& x, const json& p) {
+         return Outputs{gelu(x[0], p["approximate"] == "tanh" ? GeluApproximate::tanh : GeluApproximate::none)};
+       }},
       {"abs", unary([](const Tensor& t) { return abs(t); })},
       {"sigmoid", unary([](const Tensor& t) { return sigmoid(t); })},
       {"clamp", [](const Inputs& x, const json& p) { return Outputs{clamp(x[0], opt(p["min"]), opt(p["max"]))}; }},

@@ -212,6 +212,15 @@ TEST_CASE("Dropout") {
   }
 }
 
+TEST_CASE("GELU module: the erf form by default and the tanh form on request") {
+  const Tensor x = randn({3, 4}, 11);
+  nn::GELU exact, approx(ops::GeluApproximate::tanh);
+  CHECK(exact.named_parameters().empty());
+  CHECK(exact.forward(x).to_vector() == ops::gelu(x, ops::GeluApproximate::none).to_vector());
+  CHECK(approx.forward(x).to_vector() == ops::gelu(x, ops::GeluApproximate::tanh).to_vector());
+  CHECK(exact.forward(x).to_vector() != approx.forward(x).to_vector());
+}
+
 TEST_CASE("SequenceModel named_parameters: PyTorch state_dict names, order and shapes") {
   const models::ModelConfig cfg = small_config();
   models::SequenceModel model(cfg, 0);

@@ -221,9 +221,10 @@ TEST_CASE("ops: unary math") {
   auto gelu_ref = [](double v) {
     return 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v)));
   };
-  check_values(ops::gelu(x), {2, 2}, {gelu_ref(-1), 0, gelu_ref(0.5), gelu_ref(2)});
-  CHECK(ops::gelu(T({1}, {1})).item() == doctest::Approx(0.8411919906082768).epsilon(1e-12));
-  CHECK(ops::gelu(T({-1}, {1})).item() == doctest::Approx(-0.15880800939172324).epsilon(1e-12));
+  constexpr auto gelu_tanh = ops::GeluApproximate::tanh;
+  check_values(ops::gelu(x, gelu_tanh), {2, 2}, {gelu_ref(-1), 0, gelu_ref(0.5), gelu_ref(2)});
+  CHECK(ops::gelu(T({1}, {1}), gelu_tanh).item() == doctest::Approx(0.8411919906082768).epsilon(1e-12));
+  CHECK(ops::gelu(T({-1}, {1}), gelu_tanh).item() == doctest::Approx(-0.15880800939172324).epsilon(1e-12));
   // a non-contiguous input keeps its logical order
   Tensor m = T({1, 2, 3, 4, 5, 6}, {2, 3});
   check_values(ops::sqrt(ops::transpose(m, 0, 1)), {3, 2},
@@ -232,6 +233,33 @@ TEST_CASE("ops: unary math") {
   Tensor f = ops::exp(T({0, 1}, {2}, DType::f32));
   CHECK(f.dtype() == DType::f32);
   check_values(f, {2}, {1, std::exp(1.0)}, 1e-6);
+}
+
+TEST_CASE("ops: gelu erf form - values and gradient against PyTorch") {
+  // torch.nn.functional.gelu(x) (approximate='none', the default) and its gradient, float64,
+  // printed by torch 1.13
+  const V xs = {-3, -1, -0.5, 0, 0.5, 1, 3};
+  const V y_torch = {-0.00404969409489031, -0.15865525393145702, -0.15426876936299344, 0.0,
+                     0.34573123063700656,  0.841344746068543,    2.99595030590511};
+  const V dy_torch = {-0.01194564720418392, -0.08331547058768635, 0.13250487534383712, 0.5,
+                      0.8674951246561629,   1.0833154705876864,   1.011945647204184};
+  Tensor x = T(xs, {7});
+  x.set_requires_grad(true);
+  Tensor y = ops::gelu(x);
+  check_values(y, {7}, y_torch, 1e-15);
+  ops::sum(y).backward();
+  check_values(x.grad(), {7}, dy_torch, 1e-15);
+  // the default is the erf form, and it differs from the tanh form (by ~1.6e-4 at x = 1)
+  check_values(ops::gelu(x, ops::GeluApproximate::none), {7}, y_torch, 0);
+  CHECK(std::abs(ops::gelu(T({1}, {1}), ops::GeluApproximate::tanh).item() - y_torch[5]) > 1e-4);
+  // float32 and the edges PyTorch has: NaN stays NaN, +inf stays +inf, -inf gives NaN (-inf * 0)
+  const double inf = std::numeric_limits<double>::infinity();
+  const V f = ops::gelu(T({std::nan(""), inf, -inf, -10.0, 1.0}, {5}, DType::f32)).to_vector();
+  CHECK(std::isnan(f[0]));
+  CHECK(f[1] == inf);
+  CHECK(std::isnan(f[2]));
+  CHECK(std::abs(f[3]) < 1e-20);
+  CHECK(f[4] == doctest::Approx(0.841344746068543).epsilon(1e-6));
 }
 
 // ---- reductions ----------------------------------------------------------------------------------

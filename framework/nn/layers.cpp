@@ -43,4 +43,6 @@ Tensor Dropout::forward(const Tensor& x) { return ops::dropout(x, p, training(),
 
 Tensor ReLU::forward(const Tensor& x) const { return ops::relu(x); }
 
+Tensor GELU::forward(const Tensor& x) const { return ops::gelu(x, approximate); }
+
 } // namespace headgrad::nn

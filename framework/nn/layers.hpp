@@ -1,9 +1,10 @@
-// layers.hpp - the basic layers: Linear, LayerNorm, Embedding, Dropout, ReLU.
+// layers.hpp - the basic layers: Linear, LayerNorm, Embedding, Dropout, ReLU, GELU.
 // Parameter names and shapes match PyTorch's, so a state_dict maps one to one.
 #pragma once
 #include <memory>
 
 #include "framework/nn/module.hpp"
+#include "framework/ops/ops.hpp" // GeluApproximate
 #include "framework/random.hpp"
 
 namespace headgrad::nn {
@@ -48,6 +49,14 @@ public:
 class ReLU : public Module {
 public:
   Tensor forward(const Tensor& x) const;
+};
+
+// torch.nn.GELU(approximate='none' | 'tanh'): no parameters; the erf form by default, as PyTorch.
+class GELU : public Module {
+public:
+  explicit GELU(ops::GeluApproximate approximate = ops::GeluApproximate::none) : approximate(approximate) {}
+  Tensor forward(const Tensor& x) const;
+  ops::GeluApproximate approximate;
 };
 
 } // namespace headgrad::nn

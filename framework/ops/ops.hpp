@@ -1,7 +1,7 @@
 // ops.hpp - every differentiable op, as one function each. The forward and its backward live
 // together in the .cpp named in the comment; the derivative index is framework/ops/DERIVATIVES.md.
-// The ops with integer or bool results (comparisons, argmax, ...) are in compare.hpp, included
-// at the end.
+// The ops with integer or bool results (comparisons, argmax, ...) are in compare.hpp, and the
+// sampling of indices (multinomial, sample_logits) in sampling.hpp, both included at the end.
 //
 // Semantics are PyTorch's (torch 1.13) unless a comment here says otherwise; the differences are
 // listed in DERIVATIVES.md too, and tests/test_differential.cpp replays a few thousand PyTorch
@@ -78,7 +78,10 @@ Tensor sqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double p);
 Tensor tanh(const Tensor& x);
 Tensor relu(const Tensor& x); // gradient [x > 0], and dy passed on at NaN (as PyTorch)
-Tensor gelu(const Tensor& x); // tanh approximation (torch's gelu(approximate='tanh'))
+// torch.nn.functional.gelu: x Phi(x) with the normal CDF through erf (approximate='none', PyTorch's
+// default) or its tanh approximation (approximate='tanh', GPT-2's form).
+enum class GeluApproximate { none, tanh };
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::none);
 Tensor abs(const Tensor& x);  // gradient sign(x): 0 at 0
 Tensor sigmoid(const Tensor& x);
 // min(max(x, min), max) with either bound optional (not both absent); max wins when min > max, NaN
@@ -143,6 +146,7 @@ Tensor embedding(const Tensor& weight, const Tensor& tokens);
 } // namespace headgrad::ops
 
 #include "framework/ops/compare.hpp" // comparisons, logical ops, argmax, argmin: no gradient
+#include "framework/ops/sampling.hpp" // multinomial, sample_logits: int64 draws, no gradient
 
 namespace headgrad {
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }

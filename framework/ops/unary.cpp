@@ -92,9 +92,24 @@ struct Clamp {
   }
   template <typename T> T df(T x, T) const { return static_cast<T>(x >= static_cast<T>(lo) && x <= static_cast<T>(hi)); }
 };
-// y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2/pi)
+// GELU, y = x Phi(x) (Hendrycks & Gimpel, "Gaussian Error Linear Units", 2016), in the two forms
+// of torch.nn.functional.gelu; the arithmetic follows PyTorch's CPU kernel (GeluKernel.cpp).
+// approximate='none' (PyTorch's default), Phi the standard normal CDF:
+//   y = 0.5 x (1 + erf(x / sqrt 2))
+//   dy/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+struct GeluErf {
+  template <typename T> T f(T x) const {
+    return x * T(0.5) * (T(1) + std::erf(x * static_cast<T>(std::numbers::sqrt2 / 2)));
+  }
+  template <typename T> T df(T x, T) const {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * static_cast<T>(std::numbers::sqrt2 / 2)));
+    const T pdf = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2) * std::exp(T(-0.5) * x * x);
+    return cdf + x * pdf;
+  }
+};
+// approximate='tanh': y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2/pi)
 // dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 * 0.044715 x^2)
-struct Gelu {
+struct GeluTanh {
   template <typename T> static T u(T x) {
     const T c = static_cast<T>(std::numbers::sqrt2 / std::sqrt(std::numbers::pi));
     return c * (x + T(0.044715) * x * x * x);
@@ -115,7 +130,9 @@ Tensor sqrt(const Tensor& x) { return unary(x, Sqrt{}, "sqrt"); }
 Tensor pow(const Tensor& x, double p) { return unary(x, Pow{p}, "pow"); }
 Tensor tanh(const Tensor& x) { return unary(x, Tanh{}, "tanh"); }
 Tensor relu(const Tensor& x) { return unary(x, Relu{}, "relu"); }
-Tensor gelu(const Tensor& x) { return unary(x, Gelu{}, "gelu"); }
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  return approximate == GeluApproximate::tanh ? unary(x, GeluTanh{}, "gelu") : unary(x, GeluErf{}, "gelu");
+}
 Tensor abs(const Tensor& x) { return unary(x, Abs{}, "abs"); }
 Tensor sigmoid(const Tensor& x) { return unary(x, Sigmoid{}, "sigmoid"); }
 

@@ -289,7 +289,7 @@ OPS = {
     "sqrt": lambda x, p: [torch.sqrt(x[0])],
     "tanh": lambda x, p: [torch.tanh(x[0])],
     "relu": lambda x, p: [torch.relu(x[0])],
-    "gelu": lambda x, p: [F.gelu(x[0], approximate="tanh")],
+    "gelu": lambda x, p: [F.gelu(x[0], approximate=p["approximate"])],
     "abs": lambda x, p: [torch.abs(x[0])],
     "sigmoid": lambda x, p: [torch.sigmoid(x[0])],
     "clamp": lambda x, p: [torch.clamp(x[0], p["min"], p["max"])],
@@ -413,12 +413,22 @@ def fam_unary(n):
         op, dt = pick(["exp", "log", "sqrt", "tanh", "relu", "gelu", "abs", "sigmoid", "clamp"]), dtypes()
         special = 0.12 if chance(0.35) else 0.0
         kind = "positive" if op in ("log", "sqrt") and chance(0.7) else ("wide" if chance(0.2) else "normal")
-        p = {}
+        p = {"approximate": "tanh"} if op == "gelu" else {}  # (the erf form: fam_gelu, below)
         if op == "clamp":
             lo, hi = pick([(-0.5, 0.5), (None, 0.0), (0.25, None), (1.0, -1.0), (-1.0, 2.0)])
             p = {"min": lo, "max": hi}
             kind = "ints" if chance(0.3) else kind  # values on the bounds: gradient 1 there
         yield op, p, [fin(rand_shape(0, 3), dt, kind, special)]
+
+
+def fam_gelu(n):
+    """gelu in both forms (erf: PyTorch's default). Its own generator, run after every other
+    family, so that adding it left the earlier cases' random stream as it was."""
+    for _ in range(n):
+        dt = dtypes()
+        special = 0.12 if chance(0.35) else 0.0
+        kind = "wide" if chance(0.2) else "normal"
+        yield "gelu", {"approximate": pick(["none", "none", "tanh"])}, [fin(rand_shape(0, 3), dt, kind, special)]
 
 
 def reduced_axes(shape, allow_empty_axis):
@@ -790,7 +800,7 @@ FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", 
             ("matmul", fam_matmul, 200), ("linear", fam_linear, 110), ("layer_norm", fam_layer_norm, 110),
             ("cross_entropy", fam_cross_entropy, 230), ("index", fam_index, 150), ("shape", fam_shape, 560),
             ("select", fam_select, 160), ("compare", fam_compare, 300), ("attention", fam_attention, 230),
-            ("graph", fam_graph, 80)]
+            ("graph", fam_graph, 80), ("unary", fam_gelu, 150)]
 
 
 # --------------------------------------------------------------------------------------------

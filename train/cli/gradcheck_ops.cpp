@@ -330,10 +330,14 @@ void unary_rows(Table& t) {
         [](const Inputs& x) { return ops::relu(x[0]); });
   t.add("relu of a transpose view", "[4, 3]^T (|x| >= 0.1)", [] { return Inputs{away_from_zero({4, 3}, 351)}; },
         [](const Inputs& x) { return ops::relu(ops::transpose(x[0], 0, 1)); });
-  t.add("gelu", "[3, 4]", [] { return Inputs{ops::mul_scalar(randn({3, 4}, 360), 2.0)}; },
+  t.add("gelu tanh", "[3, 4]", [] { return Inputs{ops::mul_scalar(randn({3, 4}, 360), 2.0)}; },
+        [](const Inputs& x) { return ops::gelu(x[0], ops::GeluApproximate::tanh); });
+  t.add("gelu tanh 3-D", "[2, 2, 3]", [] { return Inputs{randn({2, 2, 3}, 361)}; },
+        [](const Inputs& x) { return ops::gelu(x[0], ops::GeluApproximate::tanh); });
+  t.add("gelu erf", "[3, 4]", [] { return Inputs{ops::mul_scalar(randn({3, 4}, 362), 2.0)}; },
         [](const Inputs& x) { return ops::gelu(x[0]); });
-  t.add("gelu 3-D", "[2, 2, 3]", [] { return Inputs{randn({2, 2, 3}, 361)}; },
-        [](const Inputs& x) { return ops::gelu(x[0]); });
+  t.add("gelu erf of a transpose view", "[4, 3]^T (N(0, 9))", [] { return Inputs{ops::mul_scalar(randn({4, 3}, 363), 3.0)}; },
+        [](const Inputs& x) { return ops::gelu(ops::transpose(x[0], 0, 1), ops::GeluApproximate::none); });
   t.add("abs", "[3, 4] (|x| >= 0.1)", [] { return Inputs{away_from_zero({3, 4}, 370)}; },
         [](const Inputs& x) { return ops::abs(x[0]); });
   t.add("abs of a transpose view", "[2, 3]^T (|x| >= 0.1)", [] { return Inputs{away_from_zero({2, 3}, 371)}; },
