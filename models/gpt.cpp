@@ -132,13 +132,14 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& cache_keys, 
 
 MLP::MLP(const GPTConfig& cfg, Generator& gen, DType dtype) {
   c_fc = register_module("c_fc", std::make_shared<nn::Linear>(cfg.d_model, cfg.ffn, false, gen, dtype));
+  gelu = register_module("gelu", std::make_shared<nn::GELU>());
   c_proj = register_module("c_proj", std::make_shared<nn::Linear>(cfg.ffn, cfg.d_model, false, gen, dtype));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg.dropout, gen.next_u64()));
 }
 
 Tensor MLP::forward(const Tensor& x) {
   // (B, T, C) -> (B, T, ffn) -> (B, T, C)
-  return dropout->forward(c_proj->forward(ops::gelu(c_fc->forward(x))));
+  return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x))));
 }
 
 Block::Block(const GPTConfig& cfg, Generator& gen, DType dtype) {

@@ -63,12 +63,14 @@ private:
   Tensor attend_composed(const Tensor& qkv, const Tensor& valid_lens); // (B, T, 3C) -> (B, T, C)
 };
 
-// c_proj(gelu(c_fc(x))), then dropout: (..., C) -> (..., ffn) -> (..., C)
+// c_proj(gelu(c_fc(x))), then dropout: (..., C) -> (..., ffn) -> (..., C). GELU is the exact
+// (erf) form, as nanoGPT's nn.GELU().
 class MLP : public nn::Module {
 public:
   MLP(const GPTConfig& cfg, Generator& gen, DType dtype);
   Tensor forward(const Tensor& x);
   std::shared_ptr<nn::Linear> c_fc, c_proj;
+  std::shared_ptr<nn::GELU> gelu;
   std::shared_ptr<nn::Dropout> dropout;
 };
 

@@ -11,7 +11,7 @@ It writes (CI has no torch: the files are committed and the C++ tests only read 
       cross-entropy, every gradient (grad.*), the gradient norm before clipping to 1.0, and the
       parameters after one AdamW step with nanoGPT's groups (updated.*);
   fixtures/text_lm.txt, fixtures/text_lm_model.safetensors, fixtures/text_lm_eval.safetensors
-      a tiny text, a checkpoint headgrad trained on it (headgrad train --task text, 40 steps),
+      a tiny text, a checkpoint headgrad trained on it (headgrad train --task text, 200 steps),
       and what PyTorch makes of that checkpoint loaded into the reference model: the validation
       windows' offsets (drawn by the reference's port of headgrad's generator) and their mean
       loss, which headgrad's evaluation must reproduce.
@@ -78,7 +78,7 @@ def checkpoint_fixture(headgrad):
             f.write(raw[:raw.rfind(b"\n") + 1])
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([headgrad, "train", "--task", "text", "--text", text_path, "--context", "16", "--batch", "8",
-                        "--d-model", "32", "--heads", "2", "--layers", "2", "--ffn", "64", "--steps", "40",
+                        "--d-model", "32", "--heads", "2", "--layers", "2", "--ffn", "64", "--steps", "200", "--warmup", "20",
                         "--eval-every", "0", "--threads", "1", "--quiet", "--out", tmp], check=True)
         shutil.copy(os.path.join(tmp, "model.safetensors"), os.path.join(OUT_DIR, "text_lm_model.safetensors"))
     with open(text_path, "rb") as f:
