@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <set>
 
 #include "framework/io/safetensors.hpp"
 #include "train/dropout_state.hpp"
@@ -9,6 +10,13 @@
 
 namespace headgrad::train {
 namespace {
+
+// The fields a checkpoint written before they existed lacks (the text task's and the optimizer's
+// added with it): such a checkpoint ran with RunConfig{}'s value. Every other field is required.
+bool added_after_format_1(const FieldInfo& f) {
+  static const std::set<std::string> later = {"beta2", "min-lr", "decay", "text", "tokenizer", "context", "tie-weights"};
+  return later.count(f.flag) > 0;
+}
 
 constexpr const char* kFormat = "headgrad-checkpoint-1";
 
@@ -45,7 +53,8 @@ RunConfig run_config_from_metadata(const std::map<std::string, std::string>& m, 
     throw std::invalid_argument(fmt::format("{}: unknown checkpoint format '{}'", src, get(m, "format", src)));
   RunConfig c;
   visit_run_fields([&](const FieldInfo& f, auto member) {
-    if (stored_in_checkpoint(f.role) && m.count(metadata_key(f))) read_value(m, metadata_key(f), src, c.*member);
+    if (stored_in_checkpoint(f.role) && (m.count(metadata_key(f)) || !added_after_format_1(f)))
+      read_value(m, metadata_key(f), src, c.*member);
   });
   read_value(m, "step", src, step);
   try {

@@ -235,7 +235,7 @@ int train_command(int argc, char** argv) {
                  "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\nUnder mpirun "
                  "or srun the ranks train it data-parallel: --batch is the global batch.\n\nflags:\n{}\nwith --task "
                  "text (a causal language model on --text; nanoGPT's shakespeare_char recipe at its CPU size) the "
-                 "defaults are instead:\n  {}\n",
+                 "defaults are instead:\n    {}\n",
                  args.usage(), cli::text_defaults_help());
     return 0;
   }
