@@ -255,3 +255,42 @@ def headgrad_init(model, seed, n_layer):
             std = proj_std if name.endswith("c_proj.weight") else 0.02
             values = [next(normal) * std for _ in range(p.numel())]
             p.copy_(torch.tensor(values, dtype=torch.float64).reshape(p.shape))
+
+
+# ---- scoring a headgrad checkpoint in PyTorch ---------------------------------------------------
+def load_checkpoint(path):
+    """(model in eval mode, metadata) from a model.safetensors of `headgrad train --task text`."""
+    from make_fixtures import read_safetensors  # numpy only; imported here so the model needs none
+    tensors, meta = read_safetensors(path)
+    model = GPT(int(meta["vocab"]), int(meta["context"]), int(meta["layers"]), int(meta["heads"]),
+                int(meta["d_model"]), int(meta["ffn"]), tie_weights=meta["tie_weights"] == "on")
+    model.load_headgrad({n: torch.from_numpy(a.copy()) for n, a in tensors})
+    model.eval()
+    return model, meta
+
+
+def main(argv):
+    """gpt_model.py CHECKPOINT [COUNT]: the validation loss of a headgrad checkpoint in PyTorch, on
+    the validation windows `headgrad eval --checkpoint CHECKPOINT --eval-count COUNT` scores."""
+    path, count = argv[1], int(argv[2]) if len(argv) > 2 else 1000
+    model, meta = load_checkpoint(path)
+    corpus = TextCorpus(read_corpus(meta["text"]), meta["tokenizer"])
+    vocab, T = len(corpus.vocab), int(meta["context"])
+    assert vocab == int(meta["vocab"]), f"the text has {vocab} tokens, the checkpoint {meta['vocab']}"
+    offsets = corpus.eval_offsets(T, count)
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for s in range(0, count, 256):
+            x, y = corpus.windows(offsets[s:s + 256], T)
+            total += F.cross_entropy(model(x).view(-1, vocab), y.view(-1), reduction="sum").item()
+            n += y.numel()
+    loss = total / n
+    print(f"PyTorch {torch.__version__}: {path} (step {meta['step']}): {count} validation windows of {T} tokens: "
+          f"loss {loss:.4f} ({loss / math.log(2):.3f} bits per token)")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main(sys.argv))
