@@ -21,17 +21,6 @@
 
 using namespace headgrad;
 
-namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-  return out;
-}
-
-} // namespace
-
 TEST_CASE("golden: one training step of the GPT against PyTorch") {
   const std::string path = golden::fixture_path("gpt_train_step");
   const io::SafetensorsFile f = io::load_safetensors(path);
@@ -55,7 +44,7 @@ TEST_CASE("golden: one training step of the GPT against PyTorch") {
   const nn::NamedTensors params = model.named_parameters();
   std::vector<std::string> names;
   for (const auto& [name, p] : params) names.push_back(name);
-  REQUIRE(names == split_commas(f.metadata.at("param_names"))); // nanoGPT's state_dict, wte once (tied)
+  REQUIRE(names == golden::split_commas(f.metadata.at("param_names"))); // nanoGPT's state_dict, wte once (tied)
   nn::NamedTensors initial;
   for (const auto& [name, p] : params) initial.emplace_back(name, f.at("param." + name));
   model.load_parameters(initial, path);
