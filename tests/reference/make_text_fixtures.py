@@ -77,9 +77,12 @@ def checkpoint_fixture(headgrad):
         with open(text_path, "wb") as f:
             f.write(raw[:raw.rfind(b"\n") + 1])
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([headgrad, "train", "--task", "text", "--text", text_path, "--context", "16", "--batch", "8",
+        # the path relative to the repository root (run from there): the checkpoint's metadata names it
+        subprocess.run([os.path.abspath(headgrad), "train", "--task", "text", "--text",
+                        os.path.relpath(text_path, os.path.join(HERE, "..", "..")), "--context", "16", "--batch", "8",
                         "--d-model", "32", "--heads", "2", "--layers", "2", "--ffn", "64", "--steps", "200", "--warmup", "20",
-                        "--eval-every", "0", "--threads", "1", "--quiet", "--out", tmp], check=True)
+                        "--eval-every", "0", "--threads", "1", "--quiet", "--out", tmp], check=True,
+                       cwd=os.path.join(HERE, "..", ".."))
         shutil.copy(os.path.join(tmp, "model.safetensors"), os.path.join(OUT_DIR, "text_lm_model.safetensors"))
     with open(text_path, "rb") as f:
         corpus = TextCorpus(f.read())
