@@ -7,11 +7,14 @@
 #   ./dev.sh test --sanitize the suite under ASan + UBSan (without the slow and install tests)
 #   ./dev.sh train [ARGS]    deps + build + the default training run (extra ARGS go to headgrad train)
 #   ./dev.sh bench [ARGS]    deps + build + the benchmark
+#   ./dev.sh bench text [ARGS]  the causal language model against PyTorch (bench/text_lm.py)
 #   ./dev.sh fuzz [SECONDS]  clang + libFuzzer: fuzz the safetensors reader for SECONDS (default 60)
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf)
+# pkgconf: the install test builds a consumer through headgrad.pc too
+# fortunes: the default corpus of `headgrad train --task text` (/usr/share/games/fortunes)
+PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf fortunes)
 JOBS=${JOBS:-2}
 
 log() { printf 'dev.sh: %s\n' "$*" >&2; }
@@ -77,6 +80,11 @@ case "$cmd" in
     ;;
   bench)
     deps
+    if [ "${1:-}" = "text" ]; then
+      shift
+      build_target headgrad_cli # the headgrad command; PyTorch runs bench/torch_text_lm.py
+      exec /usr/bin/python3 bench/text_lm.py "$@"
+    fi
     build_target headgrad_bench # only the benchmark and what it needs
     exec ./build/headgrad_bench "$@"
     ;;

@@ -36,9 +36,8 @@ json shape_json(const train::RunConfig& c) { return fields_json(c, true); }
 
 json settings_json(const train::RunConfig& c) {
   json j = fields_json(c, false);
-  const optim::AdamOptions adam; // the betas and eps make_optimizer leaves at their defaults
+  const optim::AdamOptions adam; // beta1 and eps make_optimizer leaves at their defaults (beta2 is a field)
   j["beta1"] = adam.beta1;
-  j["beta2"] = adam.beta2;
   j["eps"] = adam.eps;
   return j;
 }

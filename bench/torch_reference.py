@@ -71,7 +71,8 @@ def lr_at(t, step):
     if t["schedule"] != "cosine":
         return base
     progress = min(1.0, (step - warmup) / max(total - warmup, 1))
-    return base * 0.5 * (1.0 + math.cos(math.pi * progress))
+    low = t.get("min_lr", 0.0)
+    return low + (base - low) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def make_optimizer(model, t):

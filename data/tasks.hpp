@@ -28,10 +28,12 @@
 
 namespace headgrad::data {
 
-enum class Task : std::uint8_t { copy, reverse, sort };
-inline constexpr std::array<Task, 3> kAllTasks = {Task::copy, Task::reverse, Task::sort};
+// The toy tasks, and `text`: a causal language model on a text corpus, whose batches are windows
+// of that text (data/text.hpp), not generated here.
+enum class Task : std::uint8_t { copy, reverse, sort, text };
+inline constexpr std::array<Task, 4> kAllTasks = {Task::copy, Task::reverse, Task::sort, Task::text};
 
-// "copy" | "reverse" | "sort"; anything else throws std::invalid_argument listing those names.
+// "copy" | "reverse" | "sort" | "text"; anything else throws std::invalid_argument listing those names.
 Task parse_task(const std::string& name);
 const char* task_name(Task task);
 
@@ -46,7 +48,8 @@ struct TaskConfig {
   std::int64_t max_len = 16; // = T, the padded length of every batch
 };
 
-// Throws std::invalid_argument with one line naming the bad field(s) and value(s).
+// Throws std::invalid_argument with one line naming the bad field(s) and value(s); also for
+// Task::text, which has no generated sequences.
 void validate(const TaskConfig& cfg);
 
 struct Batch {

@@ -21,6 +21,14 @@ void Generator::seed_state(std::uint64_t seed) {
   has_spare_ = false;
 }
 
+void Generator::set_state(const GeneratorState& state) {
+  if (state.words == std::array<std::uint64_t, 4>{})
+    throw std::invalid_argument("Generator::set_state: the all-zero state is not a state of the generator");
+  for (std::size_t i = 0; i < 4; ++i) s_[i] = state.words[i];
+  has_spare_ = state.has_spare;
+  spare_ = state.spare;
+}
+
 std::uint64_t Generator::next_u64() {
   const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
   const std::uint64_t t = s_[1] << 17;

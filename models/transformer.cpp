@@ -106,6 +106,10 @@ Tensor SequenceModel::forward(const Tensor& tokens, const Tensor& valid_lens) {
   return dense->forward(X);                                 // (B, T, V)
 }
 
+std::unique_ptr<TokenModel> SequenceModel::replica(std::uint64_t seed) const {
+  return std::make_unique<SequenceModel>(config, seed, embedding->weight.dtype());
+}
+
 void SequenceModel::keep_attention_weights(bool on) {
   for (auto& blk : blks) blk->attention->keep_weights = on;
 }

@@ -6,6 +6,7 @@
 
 #include "framework/nn/layers.hpp"
 #include "models/attention.hpp"
+#include "models/token_model.hpp"
 
 namespace headgrad::models {
 
@@ -58,14 +59,15 @@ struct ModelConfig {
 };
 
 // tokens (B, T) -> embedding * sqrt(d) + P[:T] -> dropout -> blocks -> dense -> logits (B, T, V)
-class SequenceModel : public nn::Module {
+class SequenceModel : public TokenModel {
 public:
   SequenceModel(const ModelConfig& cfg, std::uint64_t seed, DType dtype = DType::f32);
-  Tensor forward(const Tensor& tokens, const Tensor& valid_lens);
+  Tensor forward(const Tensor& tokens, const Tensor& valid_lens) override;
+  std::unique_ptr<TokenModel> replica(std::uint64_t seed) const override;
   // Attention weights of every block from the last forward: each (B, heads, T, T). With the fused
   // path, call keep_attention_weights(true) before that forward.
-  std::vector<Tensor> attention_weights() const;
-  void keep_attention_weights(bool on);
+  std::vector<Tensor> attention_weights() const override;
+  void keep_attention_weights(bool on) override;
 
   ModelConfig config;
   std::shared_ptr<nn::Embedding> embedding;

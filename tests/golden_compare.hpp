@@ -28,6 +28,9 @@
 #include <cstdio>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <limits>
 #include <string>
 #include <vector>
@@ -194,6 +197,14 @@ inline double meta_double(const headgrad::io::SafetensorsFile& f, const std::str
   auto it = f.metadata.find(key);
   REQUIRE_MESSAGE(it != f.metadata.end(), f.source << ": no metadata key " << key);
   return std::stod(it->second);
+}
+
+// "a,b,c" -> {"a", "b", "c"}: a fixture's list metadata (parameter names, in order).
+inline std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+  return out;
 }
 
 } // namespace golden

@@ -68,7 +68,7 @@ struct Trained {
   }
 };
 
-std::vector<double> logits_of(models::SequenceModel& m, const data::Batch& b) {
+std::vector<double> logits_of(models::TokenModel& m, const data::Batch& b) {
   NoGradGuard ng;
   m.eval();
   return m.forward(b.tokens, b.valid_lens).to_vector();

@@ -20,13 +20,6 @@ using namespace headgrad;
 
 namespace {
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
-  return out;
-}
-
 models::ModelConfig config_of(const io::SafetensorsFile& f) {
   models::ModelConfig cfg;
   cfg.vocab = golden::meta_int(f, "vocab");
@@ -88,7 +81,7 @@ TEST_CASE("golden: one training step of the reference SequenceModel against PyTo
   const std::int64_t B = golden::meta_int(f, "batch"), T = golden::meta_int(f, "seq_len");
   models::SequenceModel model(cfg, /*seed=*/1, DType::f32); // the init is overwritten below
   const nn::NamedTensors params = model.named_parameters();
-  const std::vector<std::string> expected_names = split_commas(f.metadata.at("param_names"));
+  const std::vector<std::string> expected_names = golden::split_commas(f.metadata.at("param_names"));
   REQUIRE(expected_names.size() == 27);
   std::vector<std::string> names;
   for (const auto& [name, p] : params) names.push_back(name);

@@ -2,11 +2,21 @@
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <set>
 
 #include "framework/io/safetensors.hpp"
+#include "train/dropout_state.hpp"
+#include "train/run_model.hpp"
 
 namespace headgrad::train {
 namespace {
+
+// The fields a checkpoint written before they existed lacks (the text task's and the optimizer's
+// added with it): such a checkpoint ran with RunConfig{}'s value. Every other field is required.
+bool added_after_format_1(const FieldInfo& f) {
+  static const std::set<std::string> later = {"beta2", "min-lr", "decay", "text", "tokenizer", "context", "tie-weights"};
+  return later.count(f.flag) > 0;
+}
 
 constexpr const char* kFormat = "headgrad-checkpoint-1";
 
@@ -43,12 +53,17 @@ RunConfig run_config_from_metadata(const std::map<std::string, std::string>& m, 
     throw std::invalid_argument(fmt::format("{}: unknown checkpoint format '{}'", src, get(m, "format", src)));
   RunConfig c;
   visit_run_fields([&](const FieldInfo& f, auto member) {
-    if (stored_in_checkpoint(f.role)) read_value(m, metadata_key(f), src, c.*member);
+    if (stored_in_checkpoint(f.role) && (m.count(metadata_key(f)) || !added_after_format_1(f)))
+      read_value(m, metadata_key(f), src, c.*member);
   });
   read_value(m, "step", src, step);
   try {
-    c.model_config().validate();
-    data::validate(c.task_config());
+    if (c.is_text()) {
+      c.gpt_config().validate();
+    } else {
+      c.model_config().validate();
+      data::validate(c.task_config());
+    }
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("{}: checkpoint config is invalid: {}", src, e.what()));
   }
@@ -64,9 +79,10 @@ std::string previous_optimizer_path_for(const std::string& model_path) {
   return (std::filesystem::path(model_path).parent_path() / "optimizer.prev.safetensors").string();
 }
 
-void save_checkpoint(const std::string& model_path, const models::SequenceModel& model,
-                     const optim::Optimizer* optimizer, const RunConfig& cfg, std::int64_t step) {
-  const auto meta = run_metadata(cfg, step);
+void save_checkpoint(const std::string& model_path, const models::TokenModel& model, const optim::Optimizer* optimizer,
+                     const RunConfig& cfg, std::int64_t step, const CheckpointExtras& extras) {
+  auto meta = run_metadata(cfg, step);
+  meta.insert(extras.metadata.begin(), extras.metadata.end());
   if (!optimizer) {
     io::save_safetensors(model_path, model.named_parameters(), meta);
     return;
@@ -80,7 +96,9 @@ void save_checkpoint(const std::string& model_path, const models::SequenceModel&
   const std::string cur = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
   std::error_code ec;
   if (std::filesystem::exists(cur, ec)) std::filesystem::rename(cur, prev);
-  io::save_safetensors(cur, optimizer->state(), meta);
+  NamedTensors state = optimizer->state();
+  state.insert(state.end(), extras.run_state.begin(), extras.run_state.end());
+  io::save_safetensors(cur, state, meta);
   io::save_safetensors(model_path, model.named_parameters(), meta);
   std::filesystem::remove(prev, ec); // best effort: a leftover prev is never preferred over a match
 }
@@ -89,12 +107,26 @@ LoadedRun load_model_checkpoint(const std::string& model_path) {
   io::SafetensorsFile f = io::load_safetensors(model_path);
   LoadedRun run;
   run.config = run_config_from_metadata(f.metadata, model_path, run.step);
-  run.model = std::make_unique<models::SequenceModel>(run.config.model_config(), run.config.seed);
+  run.model = make_model(run.config, run.config.seed);
   run.model->load_parameters(f.tensors, model_path);
+  run.metadata = f.metadata;
   return run;
 }
 
-void load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer) {
+namespace {
+
+// The optimizer's entries to it, and the run state's returned.
+NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& source, optim::Optimizer& optimizer) {
+  NamedTensors run_state;
+  for (const auto& [name, t] : f.tensors)
+    if (is_dropout_state(name)) run_state.emplace_back(name, t);
+  optimizer.load_state(f.tensors, source);
+  return run_state;
+}
+
+} // namespace
+
+NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer) {
   const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
   auto step_of = [](const io::SafetensorsFile& f, const std::string& source) {
     std::int64_t s = 0;
@@ -107,17 +139,14 @@ void load_optimizer_state(const std::string& model_path, std::int64_t model_step
   if (have_cur || !have_prev) { // no file at all: load_safetensors names the missing path
     io::SafetensorsFile f = io::load_safetensors(path);
     cur_step = step_of(f, path);
-    if (cur_step == model_step) {
-      optimizer.load_state(f.tensors, path);
-      return;
-    }
+    if (cur_step == model_step) return load_state_of(f, path, optimizer);
   }
   if (have_prev) { // a save was interrupted between the optimizer and the model write
     io::SafetensorsFile f = io::load_safetensors(prev);
     if (step_of(f, prev) == model_step) {
-      optimizer.load_state(f.tensors, prev);
+      NamedTensors run_state = load_state_of(f, prev, optimizer);
       std::filesystem::rename(prev, path); // the matching state is the current one again
-      return;
+      return run_state;
     }
   }
   if (!have_cur)

@@ -7,7 +7,7 @@
 
 namespace headgrad::train {
 
-EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set) {
+EvalResult evaluate(models::TokenModel& model, const data::Batch& eval_set) {
   NoGradGuard ng;
   const bool was_training = model.training();
   model.eval();

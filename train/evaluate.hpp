@@ -16,6 +16,6 @@ inline constexpr std::int64_t kEvalChunkTokens = 16384;
 // Mean masked cross-entropy per valid token, token and sequence accuracy of greedy predictions;
 // in eval mode (no dropout) and without a graph, in chunks of about kEvalChunkTokens positions.
 // The model's train/eval mode is restored.
-EvalResult evaluate(models::SequenceModel& model, const data::Batch& eval_set);
+EvalResult evaluate(models::TokenModel& model, const data::Batch& eval_set);
 
 } // namespace headgrad::train

@@ -1,6 +1,7 @@
 #include "train/progress.hpp"
 
 #include <algorithm>
+#include <numbers>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,8 +23,9 @@ std::string format_eta(double seconds) {
 
 } // namespace
 
-Progress::Progress(bool quiet, bool json, std::int64_t start, std::int64_t total, std::int64_t tokens_per_step)
-    : quiet_(quiet), json_(json), tty_(isatty(fileno(stdout)) && !json), start_(start), total_(total),
+Progress::Progress(bool quiet, bool json, std::int64_t start, std::int64_t total, std::int64_t tokens_per_step,
+                   bool text)
+    : quiet_(quiet), json_(json), tty_(isatty(fileno(stdout)) && !json), text_(text), start_(start), total_(total),
       tokens_per_step_(tokens_per_step), plain_every_(std::clamp<std::int64_t>(total / 20, 10, 500)) {}
 
 void Progress::step(std::int64_t step, double loss, double lr, double train_seconds) {
@@ -48,7 +50,11 @@ void Progress::step(std::int64_t step, double loss, double lr, double train_seco
 void Progress::eval(std::int64_t step, const EvalResult& e) {
   if (quiet_) return;
   if (tty_) fmt::print("{}", kClearLine);
-  fmt::print("eval  step {:>6}: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n", step, e.loss, e.token_acc, e.seq_acc);
+  if (text_) // bits per token = nats / ln 2
+    fmt::print("eval  step {:>6}: val loss {:.4f} ({:.3f} bits per token), next-token acc {:.4f}\n", step, e.loss,
+               e.loss / std::numbers::ln2, e.token_acc);
+  else
+    fmt::print("eval  step {:>6}: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n", step, e.loss, e.token_acc, e.seq_acc);
   std::fflush(stdout);
 }
 

@@ -11,8 +11,10 @@ namespace headgrad::train {
 
 class Progress {
 public:
-  // Steps start+1 .. total of `tokens_per_step` positions each.
-  Progress(bool quiet, bool json, std::int64_t start, std::int64_t total, std::int64_t tokens_per_step);
+  // Steps start+1 .. total of `tokens_per_step` positions each. `text`: a language model's
+  // evaluations, shown as validation loss, bits per token and next-token accuracy.
+  Progress(bool quiet, bool json, std::int64_t start, std::int64_t total, std::int64_t tokens_per_step,
+           bool text = false);
   // After step `step`; train_seconds: training time of this invocation so far.
   void step(std::int64_t step, double loss, double lr, double train_seconds);
   void eval(std::int64_t step, const EvalResult& e);
@@ -20,7 +22,7 @@ public:
   void done(); // clears the bar
 
 private:
-  bool quiet_, json_, tty_;
+  bool quiet_, json_, tty_, text_;
   std::int64_t start_, total_, tokens_per_step_, plain_every_;
   double last_draw_ = 0;
 };

@@ -9,7 +9,7 @@ Shard shard_of(std::int64_t rows, int rank, int size) {
   return {first, end - first};
 }
 
-std::unique_ptr<distributed::BucketedAllreduce> gradient_allreduce_for(models::SequenceModel& model,
+std::unique_ptr<distributed::BucketedAllreduce> gradient_allreduce_for(models::TokenModel& model,
                                                                        ThreadReplicas* replicas) {
   if (distributed::size() == 1) return nullptr;
   std::vector<NamedTensors> workers;

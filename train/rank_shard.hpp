@@ -19,7 +19,7 @@ Shard shard_of(std::int64_t rows, int rank, int size);
 
 // The gradient all-reduce of a rank training `model` (its gradients receive the sums) with its
 // thread replicas (null: the model is the only worker); null in a job of one rank.
-std::unique_ptr<distributed::BucketedAllreduce> gradient_allreduce_for(models::SequenceModel& model,
+std::unique_ptr<distributed::BucketedAllreduce> gradient_allreduce_for(models::TokenModel& model,
                                                                        ThreadReplicas* replicas);
 
 } // namespace headgrad::train

@@ -37,6 +37,43 @@ models::ModelConfig RunConfig::model_config() const {
   return m;
 }
 
+RunConfig RunConfig::text_defaults() {
+  RunConfig c;
+  c.task = data::Task::text;
+  c.steps = 2000;
+  c.batch = 12;
+  c.d_model = 128;
+  c.heads = 4;
+  c.layers = 4;
+  c.ffn = 4 * 128;
+  c.context = 64;
+  c.lr = 1e-3;
+  c.min_lr = 1e-4;
+  c.optimizer = "adamw";
+  c.weight_decay = 0.1;
+  c.decay = "matrices";
+  c.beta2 = 0.99;
+  c.warmup = 100;
+  c.schedule = "cosine";
+  c.clip = 1.0;
+  c.dropout = 0.0;
+  return c;
+}
+
+models::GPTConfig RunConfig::gpt_config() const {
+  models::GPTConfig g;
+  g.vocab = vocab;
+  g.block_size = context;
+  g.layers = layers;
+  g.heads = heads;
+  g.d_model = d_model;
+  g.ffn = ffn;
+  g.dropout = dropout;
+  g.tie_weights = tie_weights == "on";
+  g.attention = attention == "composed" ? models::AttentionPath::composed : models::AttentionPath::fused;
+  return g;
+}
+
 data::TaskConfig RunConfig::task_config() const { return data::TaskConfig{task, vocab, min_len, max_len}; }
 
 void RunConfig::validate() const {
@@ -45,6 +82,10 @@ void RunConfig::validate() const {
   });
   if (d_model % heads != 0)
     throw std::invalid_argument(fmt::format("--d-model ({}) must be divisible by --heads ({})", d_model, heads));
+  if (context > data::kMaxSeqLen)
+    throw std::invalid_argument(fmt::format("--context must be at most {}, got {}", data::kMaxSeqLen, context));
+  if (min_lr > lr)
+    throw std::invalid_argument(fmt::format("--min-lr ({}) must not exceed --lr ({})", min_lr, lr));
   if (min_len > max_len)
     throw std::invalid_argument(fmt::format("--min-len ({}) must not exceed --max-len ({})", min_len, max_len));
   if (max_len > data::kMaxSeqLen)
@@ -107,7 +148,7 @@ bool from_text(const std::string& text, std::string& v) {
   return true;
 }
 
-const char* value_kind(const data::Task&) { return "a task (copy, reverse or sort)"; }
+const char* value_kind(const data::Task&) { return "a task (copy, reverse, sort or text)"; }
 const char* value_kind(const std::int64_t&) { return "an integer"; }
 const char* value_kind(const std::uint64_t&) { return "a non-negative integer"; }
 const char* value_kind(const double&) { return "a number"; }

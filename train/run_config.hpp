@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/tasks.hpp"
+#include "models/gpt.hpp"
 #include "models/transformer.hpp"
 
 namespace headgrad::train {
@@ -30,8 +31,27 @@ struct RunConfig {
   double clip = 1.0, dropout = 0.0;
   std::uint64_t seed = 0;
   std::string attention = "fused"; // fused | composed (models::AttentionPath)
+  // Adam's second-moment decay; the cosine decay's floor; which parameters weight decay applies to
+  double beta2 = 0.999, min_lr = 0.0;
+  std::string decay = "all";       // all | matrices (Linear and Embedding weights: nanoGPT's groups)
+  // task text: the corpus ("": data::kDefaultCorpusDir), its tokenizer, the context length T and
+  // weight tying (the model's vocab is the tokenizer's, set when the corpus is read)
+  std::string text = "";
+  std::string tokenizer = "chars"; // chars | bytes
+  std::int64_t context = 64;
+  std::string tie_weights = "on";  // on | off
 
+  // The defaults of `headgrad train --task text`: nanoGPT's shakespeare_char recipe at its CPU
+  // size (README: n_layer 4, n_head 4, n_embd 128, block_size 64, batch 12, max_iters and
+  // lr_decay_iters 2000, dropout 0; config/train_shakespeare_char.py: learning_rate 1e-3, min_lr
+  // 1e-4, beta2 0.99, warmup_iters 100; train.py: AdamW, weight_decay 0.1 on the matrices only,
+  // grad_clip 1.0), 4 x n_embd MLP width.
+  static RunConfig text_defaults();
+
+  bool is_text() const { return task == data::Task::text; }
+  std::int64_t sequence_length() const { return is_text() ? context : max_len; } // T of every batch
   models::ModelConfig model_config() const;
+  models::GPTConfig gpt_config() const;
   data::TaskConfig task_config() const;
   // Every field's rule (in table order), then the rules between fields. Throws
   // std::invalid_argument with one line naming the flag: "--lr must be positive, got 0".
@@ -80,7 +100,10 @@ std::string metadata_key(const FieldInfo& field);
 // `headgrad train --help`. The member pointer reads or writes that field of any RunConfig.
 template <typename Visit> void visit_run_fields(Visit&& visit) {
   using R = RunConfig;
-  visit(FieldInfo{"task", "toy task: copy, reverse or sort", Role::shape}, &R::task);
+  visit(FieldInfo{"task", "toy task (copy, reverse or sort), or text: a causal language model on --text (other defaults: "
+                  "see below)",
+                  Role::shape},
+        &R::task);
   visit(FieldInfo{"steps", "total optimizer steps (a resumed run continues up to this)", Role::tunable, at_least(1)},
         &R::steps);
   visit(FieldInfo{"batch", "sequences per batch", Role::shape, at_least(1)}, &R::batch);
@@ -108,6 +131,23 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
   visit(FieldInfo{"attention", "fused (one op per layer) or composed (d2l's ops one by one; same results up to rounding)",
                   Role::compute, one_of({"fused", "composed"})},
         &R::attention);
+  visit(FieldInfo{"beta2", "Adam's second-moment decay (beta1 is 0.9)", Role::tunable, fraction()}, &R::beta2);
+  visit(FieldInfo{"min-lr", "the learning rate the cosine decay ends at", Role::tunable, at_least(0)}, &R::min_lr);
+  visit(FieldInfo{"decay", "weight decay on all parameters, or on matrices only (Linear and Embedding weights, not "
+                  "biases or norms)",
+                  Role::tunable, one_of({"all", "matrices"})},
+        &R::decay);
+  visit(FieldInfo{"text", "task text: the text file to learn (default: Debian's fortunes, /usr/share/games/fortunes)",
+                  Role::fixed},
+        &R::text);
+  visit(FieldInfo{"tokenizer", "task text: chars (one token per character of the text) or bytes (256, any text)",
+                  Role::shape, one_of({"chars", "bytes"})},
+        &R::tokenizer);
+  visit(FieldInfo{"context", "task text: tokens of context, the sequence length T", Role::shape, at_least(1)},
+        &R::context);
+  visit(FieldInfo{"tie-weights", "task text: the output layer shares the token embedding's weight, on or off",
+                  Role::shape, one_of({"on", "off"})},
+        &R::tie_weights);
 }
 
 // A field's value as text (the checkpoint metadata, --help defaults, messages) and back. Reals

@@ -4,7 +4,7 @@
 
 namespace headgrad::train {
 
-Graph training_step_graph(models::SequenceModel& model, const data::Batch& batch) {
+Graph training_step_graph(models::TokenModel& model, const data::Batch& batch) {
   model.zero_grad();
   const Tensor logits = model.forward(batch.tokens, batch.valid_lens); // (B, T, V)
   // the mean cross-entropy over the valid positions, as train_step computes it

@@ -10,6 +10,6 @@ namespace headgrad::train {
 // Runs the model on `batch`, the loss train_step minimises, and backward (into the model's
 // gradients, zeroed first), recording the graph with every node's gradient norm. Parameters are
 // named as in the checkpoint.
-Graph training_step_graph(models::SequenceModel& model, const data::Batch& batch);
+Graph training_step_graph(models::TokenModel& model, const data::Batch& batch);
 
 } // namespace headgrad::train

@@ -4,10 +4,9 @@
 
 namespace headgrad::train {
 
-ThreadReplicas::ThreadReplicas(models::SequenceModel& model, int threads, std::uint64_t seed) : model_(model) {
+ThreadReplicas::ThreadReplicas(models::TokenModel& model, int threads, std::uint64_t seed) : model_(model) {
   for (int i = 1; i < threads; ++i) {
-    auto r = std::make_unique<models::SequenceModel>(model.config, mix_seed(seed, static_cast<std::uint64_t>(i)),
-                                                     model.named_parameters().front().second.dtype());
+    auto r = model.replica(mix_seed(seed, static_cast<std::uint64_t>(i)));
     r->share_parameters(model);
     replicas_.push_back(std::move(r));
   }
@@ -22,7 +21,7 @@ void ThreadReplicas::add_gradients_to_model() {
   for (auto& r : replicas_) model_.take_gradients_from(*r);
 }
 
-std::unique_ptr<ThreadReplicas> workers_for(models::SequenceModel& model, int threads, std::uint64_t seed) {
+std::unique_ptr<ThreadReplicas> workers_for(models::TokenModel& model, int threads, std::uint64_t seed) {
   if (threads <= 1) return nullptr;
   return std::make_unique<ThreadReplicas>(model, threads, seed);
 }

@@ -17,10 +17,10 @@ public:
   // `threads` >= 1 workers for `model`: worker 0 is the model itself, each other one a replica that
   // reads the model's parameter values (so it sees every update) and has gradients of its own.
   // The replicas' dropout draws its own masks (seeded from `seed`).
-  ThreadReplicas(models::SequenceModel& model, int threads, std::uint64_t seed);
+  ThreadReplicas(models::TokenModel& model, int threads, std::uint64_t seed);
 
   int count() const { return static_cast<int>(replicas_.size()) + 1; }
-  models::SequenceModel& worker(int i) { return i == 0 ? model_ : *replicas_[static_cast<std::size_t>(i - 1)]; }
+  models::TokenModel& worker(int i) { return i == 0 ? model_ : *replicas_[static_cast<std::size_t>(i - 1)]; }
 
   // Puts every replica in the model's train/eval mode.
   void follow_mode();
@@ -29,12 +29,12 @@ public:
   void add_gradients_to_model();
 
 private:
-  models::SequenceModel& model_;
-  std::vector<std::unique_ptr<models::SequenceModel>> replicas_;
+  models::TokenModel& model_;
+  std::vector<std::unique_ptr<models::TokenModel>> replicas_;
 };
 
 // The workers a run with `threads` threads trains with: none (null: every op may use the threads
 // itself) for one thread, else one per thread. The trainer and the benchmark both ask here.
-std::unique_ptr<ThreadReplicas> workers_for(models::SequenceModel& model, int threads, std::uint64_t seed);
+std::unique_ptr<ThreadReplicas> workers_for(models::TokenModel& model, int threads, std::uint64_t seed);
 
 } // namespace headgrad::train

@@ -54,14 +54,14 @@ void check_loss(double value, const nn::NamedTensors& params, std::int64_t step)
 }
 
 // The masked mean cross-entropy of `model` on `batch`, times `weight`: the graph's root.
-Tensor weighted_loss(models::SequenceModel& model, const data::Batch& batch, double weight) {
+Tensor weighted_loss(models::TokenModel& model, const data::Batch& batch, double weight) {
   Tensor logits = model.forward(batch.tokens, batch.valid_lens); // (B, T, V)
   Tensor loss = ops::cross_entropy(logits, batch.targets, ops::sequence_mask(batch.valid_lens, batch.tokens.shape()[1]));
   return weight == 1.0 ? loss : loss * weight;
 }
 
 // Forward and backward over the whole batch on this thread; returns the loss.
-double loss_and_gradients(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
+double loss_and_gradients(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           std::int64_t step, StepPhases* phases) {
   const double t0 = phases ? now() : 0;
   const Tensor loss = weighted_loss(model, batch, 1.0);
@@ -119,7 +119,7 @@ double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, 
   workers.follow_mode();
   const double t0 = phases ? now() : 0;
   double forward_done = t0;
-  const double value = weighted_losses_and_gradients([&](int i) -> models::SequenceModel& { return workers.worker(i); },
+  const double value = weighted_losses_and_gradients([&](int i) -> models::TokenModel& { return workers.worker(i); },
                                                      batch, 0, B, n, batch.valid_tokens, phases ? &forward_done : nullptr);
   workers.add_gradients_to_model();
   if (phases) {
@@ -135,7 +135,7 @@ double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, 
 // (known to every rank: each one has the whole batch), while `across_ranks` sums the gradients
 // over the workers and the ranks as backward makes them final. The loss is summed over the ranks
 // too before it is checked, so every rank takes the same decisions.
-double loss_and_gradients(distributed::BucketedAllreduce& across_ranks, models::SequenceModel& model,
+double loss_and_gradients(distributed::BucketedAllreduce& across_ranks, models::TokenModel& model,
                           ThreadReplicas* replicas, optim::Optimizer& optimizer, const data::Batch& batch,
                           std::int64_t step, StepPhases* phases) {
   const Shard shard = shard_of(batch.tokens.shape()[0], distributed::rank(), distributed::size());
@@ -148,7 +148,7 @@ double loss_and_gradients(distributed::BucketedAllreduce& across_ranks, models::
   double value = 0;
   if (n > 0)
     value = weighted_losses_and_gradients(
-        [&](int i) -> models::SequenceModel& { return replicas ? replicas->worker(i) : model; }, batch, shard.first,
+        [&](int i) -> models::TokenModel& { return replicas ? replicas->worker(i) : model; }, batch, shard.first,
         shard.count, n, batch.valid_tokens, phases ? &forward_done : nullptr);
   across_ranks.finish();
   distributed::allreduce_sum(&value, 1);
@@ -183,7 +183,7 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
 
 } // namespace
 
-StepResult train_step(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
+StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                       const StepSettings& s, StepPhases* phases, ThreadReplicas* replicas,
                       distributed::BucketedAllreduce* across_ranks) {
   const nn::NamedTensors& params = optimizer.params();

@@ -48,7 +48,7 @@ struct StepPhases {
 //   "step 21: the loss is nan (first non-finite tensor: parameter 'dense.weight'); training stopped"
 //   "step 21: the gradient of 'x' is not finite (parameter 'y' itself is not finite); training
 //    stopped before the update"
-StepResult train_step(models::SequenceModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
+StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                       const StepSettings& settings, StepPhases* phases = nullptr, ThreadReplicas* replicas = nullptr,
                       distributed::BucketedAllreduce* across_ranks = nullptr);
 

@@ -15,13 +15,16 @@
 #include "framework/random.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/attention_svg.hpp"
+#include "train/dropout_state.hpp"
 #include "train/curves_svg.hpp"
 #include "train/metrics_csv.hpp"
 #include "train/progress.hpp"
 #include "train/rank_checks.hpp"
 #include "train/rank_shard.hpp"
 #include "train/run_directory.hpp"
+#include "train/run_model.hpp"
 #include "train/run_optimizer.hpp"
+#include "train/task_data.hpp"
 
 namespace headgrad::train {
 namespace {
@@ -50,7 +53,7 @@ void check_resumable(const RunConfig& run, const RunConfig& checkpoint, const st
 
 // What a run trains: a fresh model, or the checkpoint's with its optimizer state.
 struct Trainee {
-  std::unique_ptr<models::SequenceModel> model;
+  std::unique_ptr<models::TokenModel> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<ThreadReplicas> workers; // threads > 1: the batch's rows split over threads
   std::unique_ptr<distributed::BucketedAllreduce> across_ranks; // several ranks: the gradient sums
@@ -63,24 +66,28 @@ std::uint64_t dropout_seed(std::uint64_t seed, int rank) {
   return rank == 0 ? seed : mix_seed(seed ^ 0x52414e4b'53454544ull, static_cast<std::uint64_t>(rank)); // "RANKSEED"
 }
 
-Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed) {
+Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& data) {
   Trainee t;
   if (resumed) {
+    data.check_same_text(resumed->metadata, o.resume); // first: another text also changes the vocab
     check_resumable(o.run, resumed->config, o.resume);
     t.model = std::move(resumed->model);
     t.start = resumed->step;
   } else {
-    t.model = std::make_unique<models::SequenceModel>(o.run.model_config(), o.run.seed);
+    t.model = make_model(o.run, o.run.seed);
   }
   const int rank = distributed::rank();
   if (rank > 0) { // the same values in a model whose dropout has a seed of its own
-    auto own = std::make_unique<models::SequenceModel>(o.run.model_config(), dropout_seed(o.run.seed, rank));
+    auto own = make_model(o.run, dropout_seed(o.run.seed, rank));
     own->load_parameters(t.model->named_parameters(), "the run's model");
     t.model = std::move(own);
   }
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
-  if (resumed) load_optimizer_state(o.resume, t.start, *t.optimizer);
+  NamedTensors dropout;
+  if (resumed) dropout = load_optimizer_state(o.resume, t.start, *t.optimizer);
   t.workers = workers_for(*t.model, o.threads, dropout_seed(o.run.seed, rank));
+  // the masks continue where the checkpoint's run left them (every rank, every worker)
+  restore_dropout_states(dropout, *t.model, t.workers.get(), optimizer_path_for(o.resume));
   return t;
 }
 
@@ -96,11 +103,10 @@ Stop agreed_stop(Stop mine) {
 // progress, then the final evaluation, checkpoint and attention picture.
 class TrainingLoop {
 public:
-  TrainingLoop(const TrainOptions& o, Trainee trainee)
-      : o_(o), cfg_(o.run), task_(o.run.task_config()), t_(std::move(trainee)), schedule_(lr_schedule(o.run)),
-        eval_set_(data::make_eval_set(task_, o.eval_count)),
-        model_path_((fs::path(o.out_dir) / "model.safetensors").string()),
-        progress_(o.quiet || !root_, o.json, t_.start, o.run.steps, tokens_per_step()) {
+  TrainingLoop(const TrainOptions& o, Trainee trainee, const TaskData& data)
+      : o_(o), cfg_(o.run), data_(data), t_(std::move(trainee)), schedule_(lr_schedule(o.run)),
+        eval_set_(data.eval_set(o.eval_count)), model_path_((fs::path(o.out_dir) / "model.safetensors").string()),
+        progress_(o.quiet || !root_, o.json, t_.start, o.run.steps, tokens_per_step(), o.run.is_text()) {
     if (root_) csv_.emplace(o.out_dir, !o.resume.empty());
     sum_.steps = t_.start;
     sum_.ranks = distributed::size();
@@ -119,19 +125,20 @@ public:
     if (o_.profile) profiler_enable(false);
     if (t_.across_ranks) check_no_drift(*t_.model, sum_.steps);
     if (!sum_.interrupted) final_evaluation_and_save();
-    if (root_)
-      write_attention_svg(*t_.model, eval_set_, cfg_.task, sum_.steps, (fs::path(o_.out_dir) / "attention.svg").string());
+    auto* encoder = dynamic_cast<models::SequenceModel*>(t_.model.get()); // the toy tasks' picture
+    if (root_ && encoder)
+      write_attention_svg(*encoder, eval_set_, cfg_.task, sum_.steps, (fs::path(o_.out_dir) / "attention.svg").string());
     summarize(now() - t_begin);
     return sum_;
   }
 
 private:
-  std::int64_t tokens_per_step() const { return cfg_.batch * cfg_.max_len; } // padded positions
+  std::int64_t tokens_per_step() const { return cfg_.batch * cfg_.sequence_length(); } // padded positions
 
   // Step s and what follows it (log, progress, evaluation, save); false: stop the run here.
   bool step(std::int64_t s) {
     const double t0 = now();
-    const data::Batch batch = data::make_batch(task_, cfg_.seed, static_cast<std::uint64_t>(s - 1), cfg_.batch);
+    const data::Batch batch = data_.batch(static_cast<std::uint64_t>(s - 1), cfg_.batch);
     const double lr = schedule_.at(s);
     StepResult r;
     try {
@@ -163,9 +170,9 @@ private:
 
   // Rank 0 evaluates and writes; the other ranks go on to the next step and wait for it there.
   void evaluate_at(std::int64_t s) {
+    last_eval_step_ = s; // on every rank: the final save (a collective) follows from it alike
     if (!root_) return;
     sum_.eval = evaluate(*t_.model, eval_set_);
-    last_eval_step_ = s;
     progress_.eval(s, sum_.eval);
     csv_->eval_row(s, sum_.eval);
     draw_curves();
@@ -181,8 +188,10 @@ private:
     }
   }
 
+  // Every rank calls it (the dropout states of every rank go into rank 0's file).
   void save(std::int64_t s) {
-    if (root_) save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s);
+    CheckpointExtras extras{data_.checkpoint_metadata(), dropout_states(*t_.model, t_.workers.get())};
+    if (root_) save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s, extras);
     sum_.checkpoint = model_path_;
   }
 
@@ -213,7 +222,7 @@ private:
 
   const TrainOptions& o_;
   const RunConfig& cfg_;
-  const data::TaskConfig task_;
+  const TaskData& data_;
   Trainee t_;
   const optim::LrSchedule schedule_;
   const data::Batch eval_set_;
@@ -227,29 +236,37 @@ private:
   std::int64_t last_eval_step_ = -1;
 };
 
-TrainSummary run_training(const TrainOptions& o, LoadedRun* resumed) {
+TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
   const int ranks = distributed::size();
-  if (ranks > 1) check_same_settings(o);
+  if (ranks > 1) check_same_settings(options);
   // Errors that some ranks may see and others not (a directory exists on rank 0's machine only)
   // reach every rank, so that all stop here together.
   std::optional<RunDirectory> out_dir; // held until the run ends
+  std::optional<TaskData> data;
+  TrainOptions o = options; // a text run's vocab is its corpus's
   Trainee trainee;
   distributed::agree([&] {
-    o.run.model_config().validate();
-    data::validate(o.run.task_config());
+    data.emplace(o.run);
+    if (o.run.is_text()) {
+      o.run.vocab = data->corpus()->tokenizer.size();
+      o.run.gpt_config().validate();
+    } else {
+      o.run.model_config().validate();
+      data::validate(o.run.task_config());
+    }
     if (o.run.batch < ranks)
       throw std::invalid_argument(fmt::format("--batch {} is smaller than the {} ranks: each rank needs a sequence of "
                                               "every batch",
                                               o.run.batch, ranks));
     runtime::set_threads(o.threads);
-    trainee = trainee_for(o, resumed);
+    trainee = trainee_for(o, resumed, *data);
     if (distributed::rank() == 0) out_dir.emplace(o.out_dir, o.resume, o.overwrite);
   });
   if (ranks > 1) {
     check_same_start(*trainee.model, *trainee.optimizer);
     trainee.across_ranks = gradient_allreduce_for(*trainee.model, trainee.workers.get());
   }
-  return TrainingLoop(o, std::move(trainee)).run();
+  return TrainingLoop(o, std::move(trainee), *data).run();
 }
 
 } // namespace

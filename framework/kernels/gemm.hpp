@@ -22,10 +22,25 @@ template <typename T> inline void scale_block(T* c, std::int64_t ldc, std::int64
     for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
 }
 
+// One row of C (m = 1): c = alpha op(B)^T a + beta c as a gemv. BLAS's gemm packs all of op(B)
+// into its blocked layout before multiplying, which for a single row costs more than the product
+// (a language model sampling one token at a time runs every layer on one row). a is op(A)'s one
+// row: stride 1, or lda when A is stored transposed (k x 1). beta 0 assigns: c is zeroed first,
+// since gemv's scaling by 0 would keep a NaN an uninitialised c may hold.
+template <typename T, typename Gemv>
+inline void row_gemv(Gemv gemv, bool ta, bool tb, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                     std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c) {
+  if (beta == T(0)) scale_block(c, n, 1, n, T(0));
+  // op(B) (k x n): B stored (k x n) -> c = alpha B^T a; B stored (n x k) transposed -> c = alpha B a
+  gemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, static_cast<int>(tb ? n : k), static_cast<int>(tb ? k : n),
+       alpha, b, static_cast<int>(ldb), a, static_cast<int>(ta ? lda : 1), beta, c, 1);
+}
+
 inline void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
                       std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_block(c, ldc, m, n, beta);
+  if (m == 1) return row_gemv(cblas_sgemv, ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));
@@ -35,6 +50,7 @@ inline void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int
                       std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_block(c, ldc, m, n, beta);
+  if (m == 1) return row_gemv(cblas_dgemv, ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
               c, static_cast<int>(ldc));

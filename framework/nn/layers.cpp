@@ -19,10 +19,10 @@ Linear::Linear(std::int64_t in, std::int64_t out, bool with_bias, Generator& gen
 
 Tensor Linear::forward(const Tensor& x) const { return ops::linear(x, weight, bias); }
 
-LayerNorm::LayerNorm(std::int64_t dim, double eps_, DType dtype) : eps(eps_) {
+LayerNorm::LayerNorm(std::int64_t dim, double eps_, DType dtype, bool with_bias) : eps(eps_) {
   if (dim <= 0) throw std::invalid_argument(fmt::format("LayerNorm: dim ({}) must be positive", dim));
   weight = register_parameter("weight", Tensor::ones({dim}, dtype));
-  bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
+  if (with_bias) bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const { return ops::layer_norm(x, weight, bias, eps); }

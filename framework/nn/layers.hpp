@@ -19,12 +19,13 @@ public:
   std::int64_t in_features, out_features;
 };
 
-// Normalises the last axis; learned weight (ones) and bias (zeros), eps 1e-5.
+// Normalises the last axis; learned weight (ones) and bias (zeros), eps 1e-5. bias = false: no
+// bias parameter (PyTorch's LayerNorm(dim, bias=False), as GPT-style models use it).
 class LayerNorm : public Module {
 public:
-  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
+  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, DType dtype = DType::f32, bool bias = true);
   Tensor forward(const Tensor& x) const;
-  Tensor weight, bias;
+  Tensor weight, bias; // bias undefined when bias = false
   double eps;
 };
 

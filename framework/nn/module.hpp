@@ -20,6 +20,10 @@ public:
   Module& operator=(const Module&) = delete;
 
   NamedTensors named_parameters() const; // "W_q.weight", "blks.0.ffn.dense1.bias", ...
+  // Every registered submodule at any depth by dotted name ("blks.0.addnorm1.dropout"), depth
+  // first in registration order, this module itself not included (PyTorch's named_modules
+  // without the root).
+  std::vector<std::pair<std::string, Module*>> named_modules();
   std::vector<Tensor> parameters() const;
   std::int64_t num_parameters() const;   // total element count
 
@@ -55,6 +59,7 @@ protected:
 
 private:
   void collect(const std::string& prefix, NamedTensors& out) const;
+  void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out);
   NamedTensors params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

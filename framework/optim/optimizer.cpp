@@ -190,7 +190,7 @@ double LrSchedule::at(std::int64_t step) const {
   if (!cosine) return base_lr;
   const double span = static_cast<double>(std::max<std::int64_t>(total - warmup, 1));
   const double progress = std::min(1.0, static_cast<double>(step - warmup) / span);
-  return base_lr * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
 } // namespace headgrad::optim

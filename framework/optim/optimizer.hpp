@@ -71,12 +71,14 @@ private:
 // gradients together. Returns total_norm (before clipping); NaN/Inf norms are returned as is.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
-// Linear warmup from 0 to base_lr over `warmup` steps, then constant or cosine decay to 0 at
-// `total` steps. step counts from 1.
+// Linear warmup from 0 to base_lr over `warmup` steps, then constant or cosine decay to min_lr at
+// `total` steps (nanoGPT's get_lr: min_lr + 0.5 (1 + cos(pi progress)) (base_lr - min_lr)). step
+// counts from 1.
 struct LrSchedule {
   double base_lr = 1e-3;
   std::int64_t warmup = 0, total = 1;
   bool cosine = false;
+  double min_lr = 0.0;
   double at(std::int64_t step) const;
 };
 

@@ -11,5 +11,6 @@ int gradcheck_command(int argc, char** argv); // headgrad gradcheck
 int info_command(int argc, char** argv);      // headgrad info
 int explain_command(int argc, char** argv);   // headgrad explain
 int plot_command(int argc, char** argv);      // headgrad plot RUN_DIR...
+int sample_command(int argc, char** argv);    // headgrad sample --checkpoint FILE
 
 } // namespace headgrad::cli

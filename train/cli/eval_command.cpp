@@ -2,6 +2,7 @@
 // of its predictions.
 #include <algorithm>
 #include <fmt/format.h>
+#include <numbers>
 
 #include "framework/autograd.hpp"
 #include "framework/runtime/threads.hpp"
@@ -9,9 +10,25 @@
 #include "train/checkpoint.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
+#include "train/task_data.hpp"
 #include "train/trainer.hpp"
 
 namespace headgrad::cli {
+namespace {
+
+// A text model's checkpoint: its validation loss on `count` windows of the text it was trained on.
+int eval_text(train::LoadedRun& run, const std::string& path, std::int64_t count) {
+  const train::TaskData data(run.config);
+  data.check_same_text(run.metadata, path);
+  const train::EvalResult r = train::evaluate(*run.model, data.eval_set(count));
+  fmt::print("checkpoint {} (task text, step {}): {} validation windows of {} tokens from {}: loss {:.4f} ({:.3f} bits "
+             "per token), next-token acc {:.4f}\n",
+             path, run.step, count, run.config.context, data.corpus()->source, r.loss, r.loss / std::numbers::ln2,
+             r.token_acc);
+  return 0;
+}
+
+} // namespace
 
 int eval_command(int argc, char** argv) {
   Args args("eval", {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train", "FILE"},
@@ -37,6 +54,7 @@ int eval_command(int argc, char** argv) {
   if (example >= count) throw CliError(fmt::format("--example {} is not below --count {}", example, count));
   runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
   train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
+  if (run.config.is_text()) return eval_text(run, args.text("checkpoint"), count);
   const data::Batch set = data::make_eval_set(run.config.task_config(), count);
   const train::EvalResult r = train::evaluate(*run.model, set);
   fmt::print("checkpoint {} (task {}, step {}): held-out {} sequences: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n",
@@ -57,7 +75,8 @@ int eval_command(int argc, char** argv) {
   }
   if (!args.text("svg").empty()) {
     try {
-      train::write_attention_svg(*run.model, set, run.config.task, run.step, args.text("svg"), example);
+      train::write_attention_svg(dynamic_cast<models::SequenceModel&>(*run.model), set, run.config.task, run.step,
+                                 args.text("svg"), example);
     } catch (const std::runtime_error&) {
       throw CliError(fmt::format("--svg {}: cannot write", args.text("svg")));
     }

@@ -3,12 +3,14 @@
 // dot-product attention, multi-head attention in both constructor signatures - d2l's and the
 // PyTorch-style (embed_dim, num_heads) - w.r.t. queries, keys, values and every weight; the fused
 // attention op with every mask form; linear,
-// layer norm, dropout, cross-entropy; and the encoder model w.r.t. every parameter.
+// layer norm, dropout, cross-entropy; the encoder model and the causal language model (GPT) w.r.t.
+// every parameter.
 #include <fmt/format.h>
 
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
+#include "models/gpt.hpp"
 #include "models/transformer.hpp"
 #include "train/cli/gradcheck_table.hpp"
 
@@ -319,6 +321,50 @@ void model_rows(std::vector<GradcheckCase>& cases) {
                              }));
 }
 
+// The causal language model (models/gpt.hpp), tiny: logits (fused and composed attention, tied
+// and untied output layer) and the next-token loss w.r.t. every parameter.
+void gpt_rows(std::vector<GradcheckCase>& cases) {
+  auto make_gpt = [](bool tie, models::AttentionPath path) {
+    return [tie, path] {
+      models::GPTConfig cfg;
+      cfg.vocab = 7;
+      cfg.block_size = 5;
+      cfg.layers = 2;
+      cfg.heads = 2;
+      cfg.d_model = 4;
+      cfg.ffn = 8;
+      cfg.tie_weights = tie;
+      cfg.attention = path;
+      auto m = std::make_shared<models::GPT>(cfg, 81, f64);
+      // nanoGPT's N(0, 0.02) init makes every logit nearly equal; larger weights test more
+      Generator g(82);
+      for (auto& p : m->parameters()) {
+        const Tensor w = Tensor::normal(p.shape(), 0.0, 0.5, g, f64);
+        std::copy(w.data<double>(), w.data<double>() + w.numel(), p.data<double>());
+      }
+      return m;
+    };
+  };
+  using models::AttentionPath;
+  const Tensor tokens = ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 2}, {2, 5});
+  cases.push_back(module_row(kModel, "GPT logits, every parameter (tied)", "tokens [2, 5], d 4, 2 layers", {},
+                             make_gpt(true, AttentionPath::fused),
+                             [tokens](models::GPT& m, const std::vector<Tensor>&) { return m.forward(tokens); }));
+  cases.push_back(module_row(kModel, "GPT logits, untied output layer, padding", "tokens [2, 5], lens [5, 3]", {},
+                             make_gpt(false, AttentionPath::fused), [tokens](models::GPT& m, const std::vector<Tensor>&) {
+                               return m.forward(tokens, ints({5, 3}, {2}));
+                             }));
+  cases.push_back(module_row(kModel, "GPT logits, composed attention", "tokens [2, 5], lens [5, 3]", {},
+                             make_gpt(true, AttentionPath::composed),
+                             [tokens](models::GPT& m, const std::vector<Tensor>&) {
+                               return m.forward(tokens, ints({5, 3}, {2}));
+                             }));
+  cases.push_back(module_row(kModel, "GPT next-token loss", "tokens [2, 5] -> scalar", {},
+                             make_gpt(true, AttentionPath::fused), [tokens](models::GPT& m, const std::vector<Tensor>&) {
+                               return ops::cross_entropy(m.forward(tokens), ints({1, 6, 2, 5, 0, 1, 0, 2, 3, 3}, {2, 5}));
+                             }));
+}
+
 } // namespace
 
 std::vector<GradcheckCase> model_gradcheck_cases() {
@@ -330,6 +376,7 @@ std::vector<GradcheckCase> model_gradcheck_cases() {
   fused_attention_rows(cases);
   layer_rows(cases);
   model_rows(cases);
+  gpt_rows(cases);
   return cases;
 }
 

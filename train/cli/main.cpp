@@ -27,6 +27,7 @@ constexpr const char* kUsage =
     "  eval        held-out accuracy and examples of a checkpoint (headgrad eval --checkpoint FILE)\n"
     "  gradcheck   run the float64 gradient-check table over every op and model\n"
     "  explain     multi-head attention on a tiny example: every tensor, every gradient, the gradcheck\n"
+    "  sample      text from a language model's checkpoint (headgrad sample --checkpoint FILE)\n"
     "  plot        training curves of one or more runs in one SVG (headgrad plot RUN_DIR... --out FILE)\n"
     "  info        BLAS build, active kernel, threads and CPU features (and MPI ranks)\n";
 
@@ -47,7 +48,7 @@ int fail(const std::string& line, int code, bool every_rank) {
 int run(const std::string& cmd, int argc, char** argv) {
   if (cmd == "train") return headgrad::cli::train_command(argc, argv);
   if (cmd == "info") return headgrad::cli::info_command(argc, argv);
-  const bool known = cmd == "eval" || cmd == "gradcheck" || cmd == "explain" || cmd == "plot";
+  const bool known = cmd == "eval" || cmd == "gradcheck" || cmd == "explain" || cmd == "plot" || cmd == "sample";
   if (known && distributed::size() > 1)
     throw distributed::CollectiveError(
         fmt::format("{} runs as a single process; start it without mpirun or srun", cmd));
@@ -55,6 +56,7 @@ int run(const std::string& cmd, int argc, char** argv) {
   if (cmd == "gradcheck") return headgrad::cli::gradcheck_command(argc, argv);
   if (cmd == "explain") return headgrad::cli::explain_command(argc, argv);
   if (cmd == "plot") return headgrad::cli::plot_command(argc, argv);
+  if (cmd == "sample") return headgrad::cli::sample_command(argc, argv);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     if (distributed::rank() == 0) std::fputs(kUsage, stdout);
     return 0;
@@ -66,7 +68,7 @@ int run(const std::string& cmd, int argc, char** argv) {
   }
   // An error is one line (the header's promise); the usage is one --help away.
   throw distributed::CollectiveError(fmt::format(
-      "unknown command '{}' (commands: train, eval, gradcheck, explain, plot, info; see headgrad --help)", cmd));
+      "unknown command '{}' (commands: train, eval, gradcheck, explain, plot, sample, info; see headgrad --help)", cmd));
 }
 
 } // namespace

@@ -42,6 +42,16 @@ bool selected(RunFields which, const train::FieldInfo& field) {
   return which == RunFields::all || field.role != train::Role::shape;
 }
 
+std::string text_defaults_help() {
+  const train::RunConfig toy, text = train::RunConfig::text_defaults();
+  std::string out;
+  train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
+    if (f.flag != std::string("task") && !(toy.*member == text.*member))
+      out += fmt::format("{}--{} {}", out.empty() ? "" : ", ", f.flag, train::to_text(text.*member));
+  });
+  return out;
+}
+
 std::vector<FlagSpec> run_config_flags(RunFields which) {
   const train::RunConfig defaults;
   std::vector<FlagSpec> specs;
@@ -52,9 +62,12 @@ std::vector<FlagSpec> run_config_flags(RunFields which) {
 }
 
 train::RunConfig run_config_from_flags(const Args& args, RunFields which) {
-  train::RunConfig c;
+  // --task text starts from its own defaults; a flag given replaces the default either way
+  const bool text = selected(which, train::FieldInfo{"task", "", train::Role::shape}) && args.given("task") &&
+                    args.text("task") == data::task_name(data::Task::text);
+  train::RunConfig c = text ? train::RunConfig::text_defaults() : train::RunConfig{};
   train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
-    if (selected(which, f)) read_flag(args, f, c.*member);
+    if (selected(which, f) && (args.given(f.flag) || !text)) read_flag(args, f, c.*member);
   });
   try {
     c.validate();

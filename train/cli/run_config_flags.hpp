@@ -20,8 +20,12 @@ bool selected(RunFields which, const train::FieldInfo& field);
 // One flag per selected field; the default shown is RunConfig{}'s value (its initialiser).
 std::vector<FlagSpec> run_config_flags(RunFields which);
 
-// RunConfig{} with the selected fields read from `args` (their defaults where not given), then
-// validated. Throws CliError, one line naming the flag.
+// With --task text its other defaults (train::RunConfig::text_defaults(), nanoGPT's CPU recipe):
+// the flags whose default differs, "--steps 2000, --batch 12, ..." for --help.
+std::string text_defaults_help();
+
+// RunConfig{} (with --task text: RunConfig::text_defaults()) with the selected fields read from
+// `args` where given, then validated. Throws CliError, one line naming the flag.
 train::RunConfig run_config_from_flags(const Args& args, RunFields which);
 
 // The settings a run resumed from `checkpoint` (loaded from `path`) continues with: the

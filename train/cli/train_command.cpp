@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <ctime>
 #include <fmt/format.h>
+#include <numbers>
 #include <optional>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 #include "train/cli/commands.hpp"
 #include "train/cli/run_config_flags.hpp"
 #include "train/graph_files.hpp"
+#include "train/run_model.hpp"
+#include "train/task_data.hpp"
 #include "train/step_graph.hpp"
 #include "train/trainer.hpp"
 
@@ -99,16 +102,19 @@ TrainRequest train_request(const Args& args) {
 std::string draw_step_graph(const train::TrainOptions& o, const std::string& path) {
   train::LoadedRun resumed;
   std::int64_t done = 0;
-  std::unique_ptr<models::SequenceModel> model;
+  std::unique_ptr<models::TokenModel> model;
+  const train::TaskData data(o.run);
+  train::RunConfig run = o.run;
+  if (run.is_text()) run.vocab = data.corpus()->tokenizer.size();
   if (o.resume.empty()) {
-    model = std::make_unique<models::SequenceModel>(o.run.model_config(), o.run.seed);
+    model = train::make_model(run, run.seed);
   } else {
     resumed = train::load_model_checkpoint(o.resume);
     model = std::move(resumed.model);
     done = resumed.step;
   }
   // the batch train_step sees at step done + 1
-  const data::Batch batch = data::make_batch(o.run.task_config(), o.run.seed, static_cast<std::uint64_t>(done), o.run.batch);
+  const data::Batch batch = data.batch(static_cast<std::uint64_t>(done), o.run.batch);
   const Graph g = train::training_step_graph(*model, batch);
   const train::RunConfig& c = o.run;
   const std::string title = fmt::format(
@@ -140,11 +146,14 @@ void print_banner(const train::TrainOptions& o) {
   if (o.quiet || o.json) return;
   const train::RunConfig& c = o.run;
   const int ranks = distributed::size();
-  fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, vocab {}, len {}..{}, batch {}, {} lr {}, "
+  const std::string data = c.is_text() ? fmt::format("text {} ({}), context {}", c.text.empty() ? data::kDefaultCorpusDir : c.text,
+                                                     c.tokenizer, c.context)
+                                       : fmt::format("vocab {}, len {}..{}", c.vocab, c.min_len, c.max_len);
+  fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, {}, batch {}, {} lr {}, "
              "{} steps{}\nBLAS: OpenBLAS core {}, {} threads{}; output in {}\n",
-             data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, c.vocab, c.min_len, c.max_len, c.batch,
-             c.optimizer, c.lr, c.steps, o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core,
-             o.threads, ranks > 1 ? fmt::format(" per rank, {} MPI ranks", ranks) : "", o.out_dir);
+             data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, data, c.batch, c.optimizer, c.lr, c.steps,
+             o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core, o.threads,
+             ranks > 1 ? fmt::format(" per rank, {} MPI ranks", ranks) : "", o.out_dir);
 }
 
 // The gradient all-reduce of rank 0 (the ranks' figures are alike), per step.
@@ -182,10 +191,18 @@ void print_profile() {
 }
 
 void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
-  fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}\n", s.steps,
-             s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
-             s.interrupted ? " (interrupted)" : "");
-  if (!o.json)
+  if (o.run.is_text())
+    fmt::print("done: steps {}, loss {:.4f}, val loss {:.4f} ({:.3f} bits per token), {:.0f} tokens/s, {:.1f} s{}\n",
+               s.steps, s.loss, s.eval.loss, s.eval.loss / std::numbers::ln2, s.tokens_per_s, s.seconds,
+               s.interrupted ? " (interrupted)" : "");
+  else
+    fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}\n", s.steps,
+               s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
+               s.interrupted ? " (interrupted)" : "");
+  if (!o.json && o.run.is_text())
+    fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}; sample with: headgrad sample --checkpoint {}\n", o.out_dir,
+               o.out_dir, s.checkpoint, s.checkpoint);
+  else if (!o.json)
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}, {}/attention.svg\n", o.out_dir, o.out_dir, s.checkpoint, o.out_dir);
   if (o.json) {
     const distributed::CommStats& c = s.comm;
@@ -216,8 +233,10 @@ int train_command(int argc, char** argv) {
       fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
                  "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
                  "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\nUnder mpirun "
-                 "or srun the ranks train it data-parallel: --batch is the global batch.\n\nflags:\n{}",
-                 args.usage());
+                 "or srun the ranks train it data-parallel: --batch is the global batch.\n\nflags:\n{}\nwith --task "
+                 "text (a causal language model on --text; nanoGPT's shakespeare_char recipe at its CPU size) the "
+                 "defaults are instead:\n    {}\n",
+                 args.usage(), cli::text_defaults_help());
     return 0;
   }
   const train::TrainOptions& o = request->options;

@@ -1,0 +1,264 @@
+// gpt.cpp - read it next to nanoGPT's model.py: each forward follows its code line by line.
+#include "models/gpt.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "framework/autograd.hpp"
+#include "framework/ops/nn_ops.hpp"
+#include "framework/ops/ops.hpp"
+
+namespace headgrad::models {
+namespace {
+
+// p ~ N(0, std^2) in place (torch.nn.init.normal_); the handle, and so the registration, stays.
+void init_normal(const Tensor& p, double std, Generator& gen) {
+  dispatch_float(p.dtype(), "init_normal", [&]<typename T>() {
+    T* d = p.data<T>();
+    for (std::int64_t i = 0, n = p.numel(); i < n; ++i) d[i] = static_cast<T>(gen.normal() * std);
+  });
+}
+
+constexpr double kInitStd = 0.02;
+
+// Copies src (B, Tn, C), a column block of a contiguous (B, Tn, row) buffer starting at column
+// `col`, into rows [past, past + Tn) of the cache dst (B, capacity, C).
+void write_cache(Tensor& dst, const Tensor& src_buf, std::int64_t col, std::int64_t past) {
+  const std::int64_t B = dst.shape()[0], cap = dst.shape()[1], C = dst.shape()[2];
+  const std::int64_t Tn = src_buf.shape()[1], row = src_buf.shape()[2];
+  dispatch_float(dst.dtype(), "kv_cache", [&]<typename T>() {
+    const T* s = src_buf.data<T>();
+    T* d = dst.data<T>();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < Tn; ++t)
+        std::copy(s + (b * Tn + t) * row + col, s + (b * Tn + t) * row + col + C, d + (b * cap + past + t) * C);
+  });
+}
+
+} // namespace
+
+void GPTConfig::validate() const {
+  auto positive = [](std::int64_t v, const char* name) {
+    if (v <= 0) throw std::invalid_argument(fmt::format("{} must be positive, got {}", name, v));
+  };
+  positive(vocab, "vocab");
+  positive(block_size, "block_size");
+  positive(layers, "layers");
+  positive(heads, "heads");
+  positive(d_model, "d_model");
+  positive(ffn, "ffn");
+  if (d_model % heads != 0)
+    throw std::invalid_argument(fmt::format("d_model ({}) must be divisible by heads ({})", d_model, heads));
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    throw std::invalid_argument(fmt::format("dropout must be in [0, 1), got {}", dropout));
+}
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg, Generator& gen, DType dtype)
+    : n_head(cfg.heads), n_embd(cfg.d_model), path(cfg.attention) {
+  // key, query, value projections for all heads, in a batch: c_attn (3C, C)
+  c_attn = register_module("c_attn", std::make_shared<nn::Linear>(n_embd, 3 * n_embd, false, gen, dtype));
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(n_embd, n_embd, false, gen, dtype));
+  attn_dropout = register_module("attn_dropout", std::make_shared<nn::Dropout>(cfg.dropout, gen.next_u64()));
+  resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(cfg.dropout, gen.next_u64()));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& valid_lens) {
+  // x: (B, T, C); qkv: (B, T, 3C) = [q | k | v], head h the columns h*hs .. (h+1)*hs of each
+  const Tensor qkv = c_attn->forward(x);
+  Tensor y; // (B, T, C), the heads side by side
+  if (path == AttentionPath::composed || (training() && attn_dropout->p > 0)) {
+    weights = Tensor();
+    y = attend_composed(qkv, valid_lens);
+  } else {
+    ops::AttentionMask mask;
+    mask.valid_lens = valid_lens;
+    mask.causal = true;
+    y = ops::self_attention(qkv, n_head, mask, keep_weights ? &weights : nullptr);
+    if (!keep_weights) weights = Tensor();
+  }
+  // output projection
+  return resid_dropout->forward(c_proj->forward(y));
+}
+
+// model.py's manual implementation, for the weights' dropout:
+//   att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+//   att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf')); att = F.softmax(att, dim=-1)
+//   att = self.attn_dropout(att); y = att @ v
+//   y = y.transpose(1, 2).contiguous().view(B, T, C)
+Tensor CausalSelfAttention::attend_composed(const Tensor& qkv, const Tensor& valid_lens) {
+  const std::int64_t B = qkv.shape()[0], T = qkv.shape()[1], C = n_embd, hs = C / n_head;
+  // (B, T, C) -> (B, nh, T, hs) for each of q, k, v
+  auto heads_of = [&](std::int64_t col) { return qkv.slice(2, col, col + C).reshape({B, T, n_head, hs}).permute({0, 2, 1, 3}); };
+  const Tensor q = heads_of(0), k = heads_of(C), v = heads_of(2 * C);
+  // (B, nh, T, T)
+  const Tensor scores = ops::matmul(q, k.transpose(2, 3), 1.0 / std::sqrt(static_cast<double>(hs)));
+  const std::vector<std::int64_t> lens = valid_lens.defined() ? valid_lens.to_int_vector() : std::vector<std::int64_t>{};
+  const bool padded = std::any_of(lens.begin(), lens.end(), [T](std::int64_t len) { return len < T; });
+  Tensor att;
+  if (!padded) {
+    att = ops::causal_softmax(scores);
+  } else { // causal and the padding: key j kept for query i when j <= i and j < valid_lens[b]
+    std::vector<std::int64_t> keep(static_cast<std::size_t>(B * n_head * T * T), 0);
+    for (std::int64_t bh = 0; bh < B * n_head; ++bh)
+      for (std::int64_t i = 0; i < T; ++i)
+        for (std::int64_t j = 0; j <= i && j < lens[static_cast<std::size_t>(bh / n_head)]; ++j)
+          keep[static_cast<std::size_t>((bh * T + i) * T + j)] = 1;
+    const Tensor keep_mask = ops::ne(Tensor::from_ints(keep, {B * n_head, T, T}), 0.0);
+    att = ops::masked_softmax_keep(scores.reshape({B * n_head, T, T}), keep_mask).reshape({B, n_head, T, T});
+  }
+  att = attn_dropout->forward(att);
+  const Tensor y = ops::matmul(att, v);                     // (B, nh, T, hs)
+  return y.permute({0, 2, 1, 3}).reshape({B, T, C});        // re-assemble all head outputs side by side
+}
+
+Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values,
+                                           std::int64_t past) {
+  // x: (B, Tn, C); qkv: (B, Tn, 3C)
+  const Tensor qkv = c_attn->forward(x).contiguous();
+  const std::int64_t B = qkv.shape()[0], Tn = qkv.shape()[1], C = n_embd;
+  write_cache(cache_keys, qkv, C, past);
+  write_cache(cache_values, qkv, 2 * C, past);
+  // the new queries against every cached position: query i (position past + i) keeps keys 0 .. past + i
+  const Tensor q = qkv.slice(2, 0, C).contiguous();                              // (B, Tn, C)
+  const Tensor k = cache_keys.slice(1, 0, past + Tn), v = cache_values.slice(1, 0, past + Tn); // (B, past + Tn, C)
+  std::vector<std::int64_t> lens(static_cast<std::size_t>(B * Tn));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < Tn; ++i) lens[static_cast<std::size_t>(b * Tn + i)] = past + i + 1;
+  ops::AttentionMask mask;
+  mask.valid_lens = Tensor::from_ints(lens, {B, Tn});
+  return c_proj->forward(ops::attention(q, k, v, n_head, mask));
+}
+
+MLP::MLP(const GPTConfig& cfg, Generator& gen, DType dtype) {
+  c_fc = register_module("c_fc", std::make_shared<nn::Linear>(cfg.d_model, cfg.ffn, false, gen, dtype));
+  gelu = register_module("gelu", std::make_shared<nn::GELU>());
+  c_proj = register_module("c_proj", std::make_shared<nn::Linear>(cfg.ffn, cfg.d_model, false, gen, dtype));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg.dropout, gen.next_u64()));
+}
+
+Tensor MLP::forward(const Tensor& x) {
+  // (B, T, C) -> (B, T, ffn) -> (B, T, C)
+  return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x))));
+}
+
+Block::Block(const GPTConfig& cfg, Generator& gen, DType dtype) {
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(cfg.d_model, 1e-5, dtype, false));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg, gen, dtype));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(cfg.d_model, 1e-5, dtype, false));
+  mlp = register_module("mlp", std::make_shared<MLP>(cfg, gen, dtype));
+}
+
+Tensor Block::forward(const Tensor& x, const Tensor& valid_lens) {
+  // x: (B, T, C), pre-LayerNorm residual blocks
+  const Tensor y = x + attn->forward(ln_1->forward(x), valid_lens);
+  return y + mlp->forward(ln_2->forward(y));
+}
+
+Tensor Block::forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past) {
+  const Tensor y = x + attn->forward_cached(ln_1->forward(x), cache_keys, cache_values, past);
+  return y + mlp->forward(ln_2->forward(y));
+}
+
+GPTBody::GPTBody(const GPTConfig& cfg, Generator& gen, DType dtype) {
+  wte = register_module("wte", std::make_shared<nn::Embedding>(cfg.vocab, cfg.d_model, gen, dtype));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(cfg.block_size, cfg.d_model, gen, dtype));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(cfg.dropout, gen.next_u64()));
+  for (std::int64_t i = 0; i < cfg.layers; ++i)
+    h.push_back(register_module(fmt::format("h.{}", i), std::make_shared<Block>(cfg, gen, dtype)));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(cfg.d_model, 1e-5, dtype, false));
+}
+
+GPT::GPT(const GPTConfig& cfg, std::uint64_t seed, DType dtype) : config(cfg) {
+  cfg.validate();
+  Generator gen(seed);
+  transformer = register_module("transformer", std::make_shared<GPTBody>(cfg, gen, dtype));
+  if (!cfg.tie_weights)
+    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(cfg.d_model, cfg.vocab, false, gen, dtype));
+  // _init_weights: Linear and Embedding N(0, 0.02); then c_proj.weight N(0, 0.02 / sqrt(2 n_layer))
+  Generator init(mix_seed(seed, 0x494e4954)); // "INIT": a stream of its own, independent of the dropout seeds
+  const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(cfg.layers));
+  for (const auto& [name, p] : named_parameters()) {
+    if (name.ends_with("ln_1.weight") || name.ends_with("ln_2.weight") || name.ends_with("ln_f.weight")) continue;
+    init_normal(p, name.ends_with("c_proj.weight") ? proj_std : kInitStd, init);
+  }
+}
+
+std::unique_ptr<TokenModel> GPT::replica(std::uint64_t seed) const {
+  return std::make_unique<GPT>(config, seed, transformer->wte->weight.dtype());
+}
+
+Tensor GPT::lm_head_weight() const { return lm_head ? lm_head->weight : transformer->wte->weight; }
+
+Tensor GPT::embed(const Tensor& tokens, std::int64_t first_position) {
+  const std::int64_t T = tokens.shape()[1];
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
+  for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = first_position + t;
+  const Tensor tok_emb = transformer->wte->forward(tokens);                            // (B, T, C)
+  const Tensor pos_emb = transformer->wpe->forward(Tensor::from_ints(pos, {T}));       // (T, C)
+  return transformer->drop->forward(tok_emb + pos_emb);
+}
+
+Tensor GPT::head(const Tensor& x) const {
+  // (B, T, C) -> (B, T, V)
+  return ops::linear(transformer->ln_f->forward(x), lm_head_weight());
+}
+
+Tensor GPT::forward(const Tensor& tokens, const Tensor& valid_lens) {
+  // tokens: (B, T) int64
+  if (tokens.dim() != 2 || tokens.dtype() != DType::i64 || tokens.shape()[1] > config.block_size ||
+      tokens.shape()[1] < 1)
+    throw std::invalid_argument(fmt::format("GPT: tokens must be int64 (batch, 1 <= T <= block_size = {}), got {} {}",
+                                            config.block_size, dtype_name(tokens.dtype()), tokens.shape()));
+  Tensor x = embed(tokens, 0);                                    // (B, T, C)
+  for (auto& block : transformer->h) x = block->forward(x, valid_lens); // (B, T, C)
+  return head(x);                                                 // (B, T, V)
+}
+
+KVCache GPT::new_cache(std::int64_t batch) const {
+  if (batch < 1) throw std::invalid_argument(fmt::format("GPT::new_cache: batch must be at least 1, got {}", batch));
+  KVCache c;
+  const DType dtype = transformer->wte->weight.dtype();
+  for (std::int64_t i = 0; i < config.layers; ++i) {
+    c.keys.push_back(Tensor::zeros({batch, config.block_size, config.d_model}, dtype));
+    c.values.push_back(Tensor::zeros({batch, config.block_size, config.d_model}, dtype));
+  }
+  return c;
+}
+
+Tensor GPT::forward_cached(const Tensor& tokens, KVCache& cache) {
+  if (tokens.dim() != 2 || tokens.dtype() != DType::i64 || tokens.shape()[1] < 1 || cache.keys.size() !=
+      static_cast<std::size_t>(config.layers) || tokens.shape()[0] != cache.keys.front().shape()[0])
+    throw std::invalid_argument(fmt::format("GPT::forward_cached: tokens must be int64 (batch, Tn >= 1) for a cache "
+                                            "of the model's {} layers and its batch, got {} {}",
+                                            config.layers, dtype_name(tokens.dtype()), tokens.shape()));
+  const std::int64_t past = cache.length, Tn = tokens.shape()[1];
+  if (past + Tn > cache.capacity())
+    throw std::invalid_argument(fmt::format("GPT::forward_cached: {} cached + {} new positions pass block_size {}",
+                                            past, Tn, cache.capacity()));
+  NoGradGuard ng;
+  const bool was_training = training();
+  eval();
+  Tensor x = embed(tokens, past); // (B, Tn, C) at positions past .. past + Tn - 1
+  for (std::size_t l = 0; l < transformer->h.size(); ++l)
+    x = transformer->h[l]->forward_cached(x, cache.keys[l], cache.values[l], past);
+  train(was_training);
+  cache.length = past + Tn;
+  return head(x); // (B, Tn, V)
+}
+
+void GPT::keep_attention_weights(bool on) {
+  for (auto& block : transformer->h) block->attn->keep_weights = on;
+}
+
+std::vector<Tensor> GPT::attention_weights() const {
+  std::vector<Tensor> out;
+  for (const auto& block : transformer->h) {
+    if (!block->attn->weights.defined())
+      throw std::logic_error("GPT::attention_weights: call keep_attention_weights(true) before the forward");
+    out.push_back(block->attn->weights);
+  }
+  return out;
+}
+
+} // namespace headgrad::models

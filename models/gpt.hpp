@@ -1,0 +1,126 @@
+// gpt.hpp - a decoder-only (GPT) causal language model, module for module as nanoGPT's model.py
+// (Karpathy, https://github.com/karpathy/nanoGPT) writes it with bias=False, so that its parameter
+// names are that PyTorch model's state_dict (tests/reference/gpt_model.py is the short PyTorch
+// version the golden tests and the benchmark run):
+//
+//   x = drop(wte(tokens) + wpe(positions))                       transformer.wte / wpe / drop
+//   for each block h.i:
+//     x = x + attn(ln_1(x))   attn: c_attn (one gemm for q | k | v), causal multi-head attention,
+//                                   c_proj, resid_dropout
+//     x = x + mlp(ln_2(x))    mlp: c_fc, GELU, c_proj, dropout
+//   logits = lm_head(ln_f(x))                                    (lm_head = wte's weight if tied)
+//
+// Attention is the fused op (ops::self_attention with a causal mask) on the packed c_attn output;
+// composed (AttentionPath::composed, and always with dropout > 0 in training, as the weights'
+// dropout needs them) it runs model.py's manual version: scores, causal softmax, dropout,
+// weighted sum.
+//
+// Sampling runs forward_cached with a key/value cache: every layer keeps the keys and values of
+// the positions seen so far, so a new token costs one position (its query against the cache)
+// instead of a forward over the whole context.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "framework/nn/layers.hpp"
+#include "models/attention.hpp"
+#include "models/token_model.hpp"
+
+namespace headgrad::models {
+
+struct GPTConfig {
+  std::int64_t vocab = 65, block_size = 64, layers = 4, heads = 4, d_model = 128, ffn = 512;
+  double dropout = 0.0;
+  bool tie_weights = true; // lm_head.weight is transformer.wte.weight (nanoGPT's weight tying)
+  AttentionPath attention = AttentionPath::fused; // same parameters and results either way
+  void validate() const;   // std::invalid_argument naming the field and the rule
+};
+
+// The keys and values every layer has seen, for positions [0, length) of a batch of sequences.
+struct KVCache {
+  std::vector<Tensor> keys, values; // per layer (B, block_size, d_model), heads side by side
+  std::int64_t length = 0;          // positions filled
+  std::int64_t capacity() const { return keys.empty() ? 0 : keys.front().shape()[1]; }
+};
+
+class CausalSelfAttention : public nn::Module {
+public:
+  CausalSelfAttention(const GPTConfig& cfg, Generator& gen, DType dtype);
+  // x (B, T, C), valid_lens undefined or (B) -> (B, T, C)
+  Tensor forward(const Tensor& x, const Tensor& valid_lens);
+  // x (B, Tn, C) at positions past .. past + Tn - 1; writes their keys and values into the layer's
+  // cache (B, block_size, C) and attends over positions [0, past + Tn). No graph.
+  Tensor forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past);
+
+  std::int64_t n_head, n_embd;
+  AttentionPath path = AttentionPath::fused; // composed: model.py's manual attention, op by op
+  bool keep_weights = false;
+  Tensor weights;  // (B, heads, T, T) of the last forward when keep_weights
+  std::shared_ptr<nn::Linear> c_attn, c_proj;
+  std::shared_ptr<nn::Dropout> attn_dropout, resid_dropout;
+
+private:
+  Tensor attend_composed(const Tensor& qkv, const Tensor& valid_lens); // (B, T, 3C) -> (B, T, C)
+};
+
+// c_proj(gelu(c_fc(x))), then dropout: (..., C) -> (..., ffn) -> (..., C). GELU is the exact
+// (erf) form, as nanoGPT's nn.GELU().
+class MLP : public nn::Module {
+public:
+  MLP(const GPTConfig& cfg, Generator& gen, DType dtype);
+  Tensor forward(const Tensor& x);
+  std::shared_ptr<nn::Linear> c_fc, c_proj;
+  std::shared_ptr<nn::GELU> gelu;
+  std::shared_ptr<nn::Dropout> dropout;
+};
+
+class Block : public nn::Module {
+public:
+  Block(const GPTConfig& cfg, Generator& gen, DType dtype);
+  Tensor forward(const Tensor& x, const Tensor& valid_lens);
+  Tensor forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past);
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<MLP> mlp;
+};
+
+// nanoGPT's `transformer` ModuleDict: the embeddings, the blocks, the final norm.
+class GPTBody : public nn::Module {
+public:
+  GPTBody(const GPTConfig& cfg, Generator& gen, DType dtype);
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::Dropout> drop;
+  std::vector<std::shared_ptr<Block>> h;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+};
+
+class GPT : public TokenModel {
+public:
+  // nanoGPT's initialisation: every Linear and Embedding weight N(0, 0.02), each residual
+  // projection (c_proj) N(0, 0.02 / sqrt(2 layers)) (GPT-2's scaled init), LayerNorm weights 1.
+  GPT(const GPTConfig& cfg, std::uint64_t seed, DType dtype = DType::f32);
+  // tokens (B, T <= block_size) -> logits (B, T, V) at every position
+  Tensor forward(const Tensor& tokens, const Tensor& valid_lens = Tensor()) override;
+  std::unique_ptr<TokenModel> replica(std::uint64_t seed) const override;
+  std::vector<Tensor> attention_weights() const override;
+  void keep_attention_weights(bool on) override;
+
+  // An empty cache for `batch` sequences of up to block_size positions (the model's dtype).
+  KVCache new_cache(std::int64_t batch) const;
+  // tokens (B, Tn) continue the cache's sequences: logits (B, Tn, V) for their positions
+  // cache.length .. cache.length + Tn - 1, each attending to every earlier position; the cache
+  // grows by Tn. Throws std::invalid_argument when that passes block_size. Runs without a graph
+  // and in eval mode (no dropout), whatever the model's mode.
+  Tensor forward_cached(const Tensor& tokens, KVCache& cache);
+
+  GPTConfig config;
+  std::shared_ptr<GPTBody> transformer;
+  std::shared_ptr<nn::Linear> lm_head; // null when tied
+  Tensor lm_head_weight() const;       // (V, C): lm_head's, or wte's when tied
+
+private:
+  Tensor embed(const Tensor& tokens, std::int64_t first_position); // (B, T, C) before the blocks
+  Tensor head(const Tensor& x) const;                             // ln_f and lm_head
+};
+
+} // namespace headgrad::models

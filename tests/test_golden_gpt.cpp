@@ -1,0 +1,110 @@
+// Golden tests of the causal language model against the PyTorch reference
+// (tests/reference/gpt_model.py, fixtures written by make_text_fixtures.py):
+//   - one training step of a tiny GPT: logits, loss, every gradient, the gradient norm, and the
+//     parameters after clipping and one AdamW step with nanoGPT's parameter groups;
+//   - a checkpoint headgrad trained, loaded into the PyTorch model: the same validation windows
+//     (PyTorch's port of headgrad's generator drew them) and the same validation loss.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "data/text.hpp"
+#include "framework/io/safetensors.hpp"
+#include "framework/ops/nn_ops.hpp"
+#include "golden_compare.hpp"
+#include "models/gpt.hpp"
+#include "train/checkpoint.hpp"
+#include "train/evaluate.hpp"
+#include "train/run_optimizer.hpp"
+#include "train/train_step.hpp"
+
+using namespace headgrad;
+
+TEST_CASE("golden: one training step of the GPT against PyTorch") {
+  const std::string path = golden::fixture_path("gpt_train_step");
+  const io::SafetensorsFile f = io::load_safetensors(path);
+  golden::Report rep("gpt_train_step");
+  train::RunConfig run = train::RunConfig::text_defaults();
+  run.vocab = golden::meta_int(f, "vocab");
+  run.context = golden::meta_int(f, "block_size");
+  run.layers = golden::meta_int(f, "n_layer");
+  run.heads = golden::meta_int(f, "n_head");
+  run.d_model = golden::meta_int(f, "n_embd");
+  run.ffn = golden::meta_int(f, "ffn");
+  run.lr = golden::meta_double(f, "lr");
+  run.weight_decay = golden::meta_double(f, "weight_decay");
+  run.beta2 = golden::meta_double(f, "beta2");
+  run.clip = golden::meta_double(f, "clip");
+  REQUIRE(golden::meta_double(f, "beta1") == 0.9);    // optim::AdamOptions' default
+  REQUIRE(golden::meta_double(f, "adam_eps") == 1e-8); // likewise
+  REQUIRE(run.decay == "matrices");
+
+  models::GPT model(run.gpt_config(), 1);
+  const nn::NamedTensors params = model.named_parameters();
+  std::vector<std::string> names;
+  for (const auto& [name, p] : params) names.push_back(name);
+  REQUIRE(names == golden::split_commas(f.metadata.at("param_names"))); // nanoGPT's state_dict, wte once (tied)
+  nn::NamedTensors initial;
+  for (const auto& [name, p] : params) initial.emplace_back(name, f.at("param." + name));
+  model.load_parameters(initial, path);
+
+  const Tensor &tokens = f.at("tokens"), &targets = f.at("targets");
+  const Tensor logits = model.forward(tokens);
+  rep.expect("logits", logits, f.at("logits"));
+  const Tensor loss = ops::cross_entropy(logits, targets);
+  rep.expect("loss", loss, f.at("loss"));
+  loss.backward();
+  for (const auto& [name, p] : params) rep.expect("grad." + name, p.grad(), f.at("grad." + name));
+
+  // clipping and AdamW as the trainer does them (train_step: the same optimizer make_optimizer
+  // builds for --task text). Float32 on both sides; the update tolerance is the default one
+  // (optim::Adam computes in the parameter's dtype as torch.optim does; both clip the gradients
+  // by the norm in float64 vs float32 first).
+  std::vector<Tensor> list;
+  for (const auto& [name, p] : params) list.push_back(p);
+  const double norm = optim::clip_grad_norm(list, run.clip);
+  rep.expect("grad_norm", Tensor::scalar(norm), f.at("grad_norm"));
+  auto opt = train::make_optimizer(run, params);
+  opt->set_lr(run.lr);
+  opt->step();
+  for (const auto& [name, p] : params) rep.expect("updated." + name, p, f.at("updated." + name));
+  rep.summary();
+  CHECK(static_cast<std::size_t>(rep.count()) == 3 + 2 * params.size());
+  CHECK(rep.failed() == 0);
+
+  // negative control: weight decay on every parameter (not nanoGPT's groups) moves the norms' gains
+  {
+    models::GPT m2(run.gpt_config(), 1);
+    m2.load_parameters(initial, path);
+    ops::cross_entropy(m2.forward(tokens), targets).backward();
+    std::vector<Tensor> l2;
+    for (const auto& [name, p] : m2.named_parameters()) l2.push_back(p);
+    (void)optim::clip_grad_norm(l2, run.clip);
+    train::RunConfig all = run;
+    all.decay = "all";
+    auto wrong = train::make_optimizer(all, m2.named_parameters());
+    wrong->set_lr(run.lr);
+    wrong->step();
+    const golden::Result r =
+        golden::compare("updated.transformer.ln_f.weight", m2.transformer->ln_f->weight, f.at("updated.transformer.ln_f.weight"));
+    CHECK_MESSAGE(!r.ok, "weight decay on the LayerNorm gains was not detected");
+  }
+}
+
+TEST_CASE("golden: a headgrad checkpoint scores PyTorch's validation loss") {
+  const io::SafetensorsFile ref = io::load_safetensors(golden::fixture_path("text_lm_eval"));
+  const std::string text = std::string(HEADGRAD_SOURCE_DIR) + "/tests/reference/fixtures/text_lm.txt";
+  train::LoadedRun run = train::load_model_checkpoint(golden::fixture_path("text_lm_model"));
+  REQUIRE(run.config.is_text());
+  const std::int64_t context = golden::meta_int(ref, "context"), count = golden::meta_int(ref, "count");
+  REQUIRE(run.config.context == context);
+  const data::TextCorpus corpus = data::load_text_corpus(text, data::TokenizerKind::chars, context);
+  REQUIRE(corpus.tokenizer.size() == golden::meta_int(ref, "vocab"));
+  // PyTorch's port of the generator drew the same windows
+  CHECK(data::text_eval_offsets(corpus, context, count) == ref.at("offsets").to_int_vector());
+  const train::EvalResult r = train::evaluate(*run.model, data::make_text_eval_set(corpus, context, count));
+  const double want = ref.at("loss").item();
+  CHECK(r.loss == doctest::Approx(want).epsilon(1e-5));
+  CHECK(r.loss < std::log(static_cast<double>(corpus.tokenizer.size())) - 0.5); // it learned something
+}

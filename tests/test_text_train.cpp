@@ -1,0 +1,182 @@
+// Training the causal language model (task text): a short run learns, its checkpoint carries the
+// vocabulary and the text's fingerprint, and a resumed run - with dropout, on one thread or two,
+// for the text task and a toy task alike - ends bit for bit where the uninterrupted run does.
+#include <doctest/doctest.h>
+
+#include "test_support.hpp"
+#include "train/checkpoint.hpp"
+#include "train/dropout_state.hpp"
+#include "train/run_optimizer.hpp"
+#include "train/task_data.hpp"
+#include "train/trainer.hpp"
+
+using namespace headgrad;
+using namespace headgrad::train;
+using test_support::contains;
+using test_support::error_of;
+
+namespace {
+
+struct TempDir : test_support::TempDir {
+  TempDir() : test_support::TempDir("test_text_train") {}
+};
+
+// A small text with structure to learn: counting words, over and over.
+std::string counting_text() {
+  const char* words[] = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"};
+  std::string s;
+  for (int r = 0; r < 60; ++r)
+    for (const char* w : words) s += std::string(w) + (r % 7 == 0 ? ".\n" : " ");
+  return s;
+}
+
+TrainOptions tiny_text(const TempDir& dir, std::int64_t steps) {
+  test_support::write_file(dir / "text.txt", counting_text());
+  TrainOptions o;
+  o.run = RunConfig::text_defaults();
+  RunConfig& c = o.run;
+  c.text = dir / "text.txt";
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.ffn = 32;
+  c.context = 16;
+  c.batch = 8;
+  c.lr = 1e-2;
+  c.min_lr = 1e-3;
+  c.warmup = 10;
+  c.steps = steps;
+  c.seed = 3;
+  o.eval_every = 0;
+  o.eval_count = 50;
+  o.out_dir = dir / "run";
+  o.threads = 1;
+  o.quiet = true;
+  return o;
+}
+
+std::vector<double> parameters_of(const std::string& model_path) {
+  std::vector<double> out;
+  for (const auto& [name, p] : load_model_checkpoint(model_path).model->named_parameters()) {
+    const auto v = p.to_vector();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+// Trains `o` for all its steps, and again in two invocations (the second resuming the first's
+// checkpoint at half way); both final models must be equal bit for bit. The schedule is constant:
+// a cosine decay depends on run.steps, which the first half changes.
+void check_exact_resume(TrainOptions o, const TempDir& dir) {
+  o.run.schedule = "constant";
+  const std::int64_t steps = o.run.steps;
+  o.out_dir = dir / "whole";
+  (void)train::train(o);
+  TrainOptions first = o, rest = o;
+  first.out_dir = rest.out_dir = dir / "halves";
+  first.run.steps = steps / 2;
+  (void)train::train(first);
+  rest.resume = dir / "halves/model.safetensors";
+  (void)train::train(rest);
+  CHECK(parameters_of(dir / "halves/model.safetensors") == parameters_of(dir / "whole/model.safetensors"));
+}
+
+} // namespace
+
+TEST_CASE("text training: a short run learns and its checkpoint names its text") {
+  TempDir dir;
+  TrainOptions o = tiny_text(dir, 150);
+  o.eval_every = 50;
+  const TrainSummary s = train::train(o);
+  REQUIRE(s.losses.size() == 150);
+  CHECK(s.losses.front() > 2.5); // ~ln(17): 17 characters
+  CHECK(s.eval.loss < 1.2);      // counting is easy to learn
+  CHECK(s.eval.token_acc > 0.6);
+  LoadedRun run = load_model_checkpoint(s.checkpoint);
+  CHECK(run.config.is_text());
+  CHECK(run.config.vocab == 17); // the 14 letters of "one" .. "ten", space, '.', '\n'
+  const data::Tokenizer t = checkpoint_tokenizer(run.config, run.metadata, s.checkpoint);
+  CHECK(t.size() == 17);
+  CHECK(t.decode(t.encode("seven eight")) == "seven eight");
+  // the same evaluation from the loaded checkpoint
+  const TaskData data(run.config);
+  CHECK(evaluate(*run.model, data.eval_set(50)).loss == doctest::Approx(s.eval.loss).epsilon(1e-12));
+}
+
+TEST_CASE("text training: a resumed run refuses another text") {
+  TempDir dir;
+  TrainOptions o = tiny_text(dir, 6);
+  (void)train::train(o);
+  test_support::write_file(dir / "text.txt", counting_text() + "eleven ");
+  TrainOptions r = o;
+  r.run.steps = 8;
+  r.resume = dir / "run/model.safetensors";
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)train::train(r); }), "was trained on another text"));
+}
+
+TEST_CASE("resume with dropout is exact: text task") {
+  TempDir dir;
+  TrainOptions o = tiny_text(dir, 12);
+  o.run.dropout = 0.2;
+  check_exact_resume(o, dir);
+}
+
+TEST_CASE("resume with dropout is exact: text task on two threads") {
+  TempDir dir;
+  TrainOptions o = tiny_text(dir, 12);
+  o.run.dropout = 0.2;
+  o.threads = 2;
+  check_exact_resume(o, dir);
+}
+
+TEST_CASE("resume with dropout is exact: toy task") {
+  TempDir dir;
+  TrainOptions o;
+  RunConfig& c = o.run;
+  c.task = data::Task::copy;
+  c.vocab = 10;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.ffn = 32;
+  c.max_len = 8;
+  c.min_len = 2;
+  c.batch = 16;
+  c.dropout = 0.3;
+  c.attention = "composed"; // the attention weights' dropout too
+  c.steps = 12;
+  c.seed = 2;
+  o.eval_every = 0;
+  o.eval_count = 20;
+  o.threads = 1;
+  o.quiet = true;
+  SUBCASE("one thread") { check_exact_resume(o, dir); }
+  SUBCASE("two threads") {
+    o.threads = 2;
+    check_exact_resume(o, dir);
+  }
+}
+
+TEST_CASE("dropout states: saved for every worker and restored") {
+  TempDir dir;
+  TrainOptions o = tiny_text(dir, 4);
+  o.run.dropout = 0.1;
+  o.threads = 2;
+  (void)train::train(o);
+  LoadedRun run = load_model_checkpoint(dir / "run/model.safetensors");
+  auto opt = make_optimizer(run.config, run.model->named_parameters());
+  const NamedTensors states = load_optimizer_state(dir / "run/model.safetensors", run.step, *opt);
+  // per worker: drop, and per block attn_dropout, resid_dropout, mlp.dropout
+  CHECK(states.size() == 2 * 4);
+  bool has = false;
+  for (const auto& [name, t] : states) {
+    CHECK(is_dropout_state(name));
+    CHECK(t.shape() == Dims{6});
+    has = has || name == "rng.rank0.worker1.transformer.h.0.attn.resid_dropout";
+  }
+  CHECK(has);
+  // a malformed entry is refused, naming it
+  NamedTensors bad = {{"rng.rank0.worker0.transformer.drop", Tensor::from_ints({1, 2}, {2})}};
+  CHECK(contains(error_of<std::invalid_argument>([&] { restore_dropout_states(bad, *run.model, nullptr, "F"); }),
+                 "F: dropout state 'rng.rank0.worker0.transformer.drop' must be int64 (6)"));
+}
