@@ -40,4 +40,8 @@
 // ---- models and toy data (headgrad::models) ------------------------------------------------------
 #include "models/attention.hpp"   // DotProductAttention, MultiHeadAttention (d2l and PyTorch forms)
 #include "models/transformer.hpp" // the Transformer encoder model
+#include "models/token_model.hpp" // TokenModel: tokens (B, T) -> logits (B, T, V), what train/ trains
+#include "models/gpt.hpp"         // GPT: a decoder-only causal language model (nanoGPT's names)
+#include "models/generate.hpp"    // text generation with a key/value cache
 #include "data/tasks.hpp"         // copy / reverse / sort batches and accuracy
+#include "data/text.hpp"          // a text corpus: tokenizers, split, random windows
