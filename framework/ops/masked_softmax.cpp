@@ -41,6 +41,7 @@ Tensor softmax_rows(const Tensor& x, const std::vector<std::int64_t>* lens, cons
 } // namespace
 
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
+  check_defined(x, "masked_softmax", "x");
   if (!valid_lens.defined()) return softmax(x);
   if (x.dim() != 3)
     throw std::invalid_argument(fmt::format("masked_softmax: X must be (batch, queries, keys), got {}", x.shape()));
@@ -67,6 +68,7 @@ Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
 }
 
 Tensor causal_softmax(const Tensor& x) {
+  check_defined(x, "causal_softmax", "x");
   if (x.dim() < 2)
     throw std::invalid_argument(fmt::format("causal_softmax: X must be (..., queries, keys), got {}", x.shape()));
   const std::int64_t Tq = x.shape()[x.dim() - 2], Tk = x.shape().back();
@@ -77,6 +79,8 @@ Tensor causal_softmax(const Tensor& x) {
 }
 
 Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep) {
+  check_defined(x, "masked_softmax_keep", "x");
+  check_defined(keep, "masked_softmax_keep", "keep");
   if (x.dim() != 3)
     throw std::invalid_argument(fmt::format("masked_softmax_keep: X must be (batch, queries, keys), got {}", x.shape()));
   if (keep.dtype() != DType::bool8)
