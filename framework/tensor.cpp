@@ -203,7 +203,10 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
 }
 
 Tensor Tensor::to(DType d) const { return ops::to_dtype(*this, d); }
-Tensor Tensor::contiguous() const { return checked("Tensor::contiguous"), is_contiguous() ? *this : ops::clone(*this); }
+Tensor Tensor::contiguous() const {
+  checked("Tensor::contiguous");
+  return is_contiguous() ? *this : ops::clone(*this);
+}
 Tensor Tensor::clone() const { return ops::clone(*this); }
 Tensor Tensor::reshape(const Dims& s) const { return ops::reshape(*this, s); }
 Tensor Tensor::view(const Dims& s) const { return ops::view(*this, s); }

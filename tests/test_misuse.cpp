@@ -248,7 +248,7 @@ std::vector<RefusedCall> refused_calls() {
 }
 
 // The replacements for one argument: undefined, empty, each other dtype, rank 0, one axis more and
-// one fewer, the same shape with non-contiguous strides.
+// one fewer, the same shape with non-contiguous strides, huge values.
 struct Replacement {
   std::string kind;
   Tensor value;
@@ -270,7 +270,11 @@ std::vector<Replacement> replacements_for(const Tensor& good) {
     const Tensor strided = good.transpose(0, -1).contiguous().transpose(0, -1);
     out.push_back({"non-contiguous", strided});
   }
-  out.push_back({"bad values", ops::mul_scalar(good.to(DType::f64), -1e300).to(good.dtype())});
+  // huge values: inf in float32, indices and lengths far outside any axis
+  if (is_float(good.dtype()))
+    out.push_back({"huge values", ops::mul_scalar(good.to(DType::f64), -1e300).to(good.dtype())});
+  else if (good.dtype() == DType::i64)
+    out.push_back({"huge values", Tensor::full(good.shape(), -4611686018427387904.0, DType::i64)}); // -2^62
   return out;
 }
 

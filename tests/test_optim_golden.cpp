@@ -160,3 +160,11 @@ TEST_CASE("optimizers: a state with one step count (written before per-parameter
                                "'step.b'"));
   CHECK(opt->param_steps(1) == 4); // refused: nothing changed
 }
+
+TEST_CASE("optimizers refuse an undefined parameter by name") {
+  const nn::NamedTensors ps = {{"w", Tensor()}};
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { make("sgd", ps); }), "SGD: w"));
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { make("adam", ps); }), "Adam: w"));
+  CHECK(test_support::contains(
+      test_support::error_of<std::invalid_argument>([] { optim::clip_grad_norm({Tensor()}, 1.0); }), "clip_grad_norm"));
+}

@@ -84,6 +84,7 @@ void Optimizer::commit_steps(const std::pair<std::int64_t, std::vector<std::int6
 
 SGD::SGD(nn::NamedTensors params, SGDOptions opt) : Optimizer(std::move(params)), opt_(opt) {
   lr_ = opt.lr;
+  for (auto& [name, p] : params_) check_defined(p, "SGD", name.c_str());
   for (auto& [name, p] : params_) buf_.push_back(Tensor::zeros(p.shape(), p.dtype()));
 }
 
@@ -131,6 +132,7 @@ void SGD::load_state(const nn::NamedTensors& state, const std::string& source) {
 Adam::Adam(nn::NamedTensors params, AdamOptions opt) : Optimizer(std::move(params)), opt_(opt) {
   lr_ = opt.lr;
   for (auto& [name, p] : params_) {
+    check_defined(p, "Adam", name.c_str());
     m_.push_back(Tensor::zeros(p.shape(), p.dtype()));
     v_.push_back(Tensor::zeros(p.shape(), p.dtype()));
   }
@@ -203,6 +205,7 @@ void Adam::load_state(const nn::NamedTensors& state, const std::string& source) 
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double sq = 0;
+  for (const auto& p : params) check_defined(p, "clip_grad_norm", "a parameter");
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
