@@ -71,7 +71,7 @@ Tensor Tensor::full(const Dims& shape, double value, DType dtype) {
   Tensor t = new_tensor(shape, dtype, "Tensor::full");
   dispatch_any(dtype, [&]<typename T>() {
     T* p = t.data<T>();
-    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<T>(value);
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = kernels::convert_value<T>(value);
   });
   return t;
 }
@@ -92,7 +92,7 @@ Tensor Tensor::from(const std::vector<double>& values, const Dims& shape, DType 
   Tensor t = new_tensor(shape, dtype, "Tensor::from");
   dispatch_any(dtype, [&]<typename T>() {
     T* p = t.data<T>();
-    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = kernels::convert_value<T>(values[i]);
   });
   return t;
 }

@@ -8,7 +8,9 @@
 // an op added without one fails here (as tests/test_gradcheck_table.cpp does for gradient rows).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <regex>
 #include <set>
 #include <string>
@@ -397,4 +399,16 @@ TEST_CASE("misuse: every Tensor method and tensor.hpp function has a row") {
   const auto declared = tensor_functions();
   CHECK(declared.size() >= 40);
   for (const auto& fn : declared) CHECK_MESSAGE(have.count(fn) == 1, "tensor.hpp declares " << fn << " without a row");
+}
+
+TEST_CASE("misuse: converting NaN, inf or an out-of-range float to int64 is defined") {
+  // x86's conversion gives INT64_MIN for all of these, so that is what PyTorch gives there too
+  const double nan = std::nan(""), inf = HUGE_VAL;
+  const Tensor x = Tensor::from({nan, inf, -inf, 1e30, -1e30, 5.7, -5.7}, {7});
+  const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+  const std::vector<std::int64_t> want = {lowest, lowest, lowest, lowest, lowest, 5, -5};
+  CHECK(x.to(DType::i64).to_int_vector() == want);
+  CHECK(x.to_int_vector() == want);
+  CHECK(Tensor::full({2}, 1e300, DType::i64).to_int_vector() == std::vector<std::int64_t>{lowest, lowest});
+  CHECK(Tensor::from({nan, 0.0}, {2}, DType::bool8).to_int_vector() == std::vector<std::int64_t>{1, 0});
 }

@@ -93,9 +93,11 @@ Tensor stack(const std::vector<Tensor>& xs, int axis) {
   axis = new_axis(axis, xs[0].shape(), "stack");
   std::vector<Tensor> parts;
   for (const auto& t : xs) {
-    if (!(t.shape() == xs[0].shape()) || t.dtype() != xs[0].dtype())
-      throw std::invalid_argument(fmt::format("stack: shapes {} and {} or dtypes {} and {} differ", xs[0].shape(),
-                                              t.shape(), dtype_name(xs[0].dtype()), dtype_name(t.dtype())));
+    if (!(t.shape() == xs[0].shape()))
+      throw std::invalid_argument(fmt::format("stack: shapes {} and {} differ", xs[0].shape(), t.shape()));
+    if (t.dtype() != xs[0].dtype())
+      throw std::invalid_argument(fmt::format("stack: dtypes {} and {} differ (shape {})", dtype_name(xs[0].dtype()),
+                                              dtype_name(t.dtype()), t.shape()));
     parts.push_back(unsqueeze(t, axis));
   }
   return concat(parts, axis); // y = [x_0 | x_1 | ...] along a new axis
