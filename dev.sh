@@ -8,7 +8,7 @@
 #   ./dev.sh train [ARGS]    deps + build + the default training run (extra ARGS go to headgrad train)
 #   ./dev.sh bench [ARGS]    deps + build + the benchmark
 #   ./dev.sh bench text [ARGS]  the causal language model against PyTorch (bench/text_lm.py)
-#   ./dev.sh fuzz [SECONDS]  clang + libFuzzer: fuzz the safetensors reader for SECONDS (default 60)
+#   ./dev.sh fuzz [SECONDS]  clang + libFuzzer: fuzz the safetensors and checkpoint metadata readers for SECONDS (default 60)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -89,7 +89,7 @@ case "$cmd" in
     exec ./build/headgrad_bench "$@"
     ;;
   fuzz)
-    # The safetensors reader under libFuzzer + ASan + UBSan (tests/fuzz/). clang is installed here
+    # The safetensors reader and the checkpoint metadata reader under libFuzzer + ASan + UBSan (tests/fuzz/). clang is installed here
     # only, not for test/train. Exit 0: no finding; 75: the fuzzing toolchain cannot be installed
     # (.ci/run skips then); any other non-zero: a build failure or a finding (libFuzzer prints it
     # and saves the input in build-fuzz/findings/).
@@ -103,17 +103,25 @@ case "$cmd" in
       exit 75
     fi
     cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$FUZZ_CXX" -DHEADGRAD_FUZZ=ON >/dev/null
-    cmake --build build-fuzz -j"$JOBS" --target fuzz_safetensors
-    # Fuzz a copy: the committed seeds stay as they are; what the run adds stays in build-fuzz/.
-    rm -rf build-fuzz/corpus
+    cmake --build build-fuzz -j"$JOBS" --target fuzz_safetensors fuzz_checkpoint_metadata
+    # Fuzz copies: the committed seeds stay as they are; what the run adds stays in build-fuzz/.
+    rm -rf build-fuzz/corpus build-fuzz/corpus_metadata
     mkdir -p build-fuzz/findings
     cp -r tests/fuzz/corpus build-fuzz/corpus
-    log "fuzzing the safetensors reader for ${secs}s"
+    cp -r tests/fuzz/corpus_metadata build-fuzz/corpus_metadata
+    # The time is split: two thirds for the safetensors reader, the rest (at least 1 s) for the
+    # checkpoint metadata reader, whose input is smaller.
+    meta_secs=$((secs / 3 > 0 ? secs / 3 : 1))
+    st_secs=$((secs - meta_secs > 0 ? secs - meta_secs : 1))
     # detect_leaks: a leak is a finding too. -timeout: an input taking 25 s (a hang) is a finding.
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ./build-fuzz/tests/fuzz/fuzz_safetensors -max_total_time="$secs" -timeout=25 -rss_limit_mb=2048 \
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    log "fuzzing the safetensors reader for ${st_secs}s"
+    ./build-fuzz/tests/fuzz/fuzz_safetensors -max_total_time="$st_secs" -timeout=25 -rss_limit_mb=2048 \
       -dict=tests/fuzz/safetensors.dict -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 \
       build-fuzz/corpus
+    log "fuzzing the checkpoint metadata reader for ${meta_secs}s"
+    ./build-fuzz/tests/fuzz/fuzz_checkpoint_metadata -max_total_time="$meta_secs" -timeout=25 -rss_limit_mb=2048 \
+      -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 build-fuzz/corpus_metadata
     ;;
   help|-h|--help)
     sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'

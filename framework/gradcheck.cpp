@@ -13,7 +13,7 @@ std::string GradcheckResult::summary() const {
   std::string s;
   for (const auto& r : inputs) {
     if (!r.checked) continue;
-    s += fmt::format("input {} {}: max abs err {:.3e}, max rel err {:.3e}{}\n", r.input, r.shape, r.max_abs_err,
+    s += fmt::format("{} {}: max abs err {:.3e}, max rel err {:.3e}{}\n", r.name, r.shape, r.max_abs_err,
                      r.max_rel_err,
                      r.ok ? "" : fmt::format(" FAIL at flat index {} (analytical {:.8g}, numerical {:.8g})",
                                              r.worst_index, r.analytical_at_worst, r.numerical_at_worst));
@@ -42,6 +42,18 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
 
 GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const std::vector<Tensor>& xs,
                                  const GradcheckOptions& opt) {
+  NamedTensors named;
+  for (std::size_t k = 0; k < xs.size(); ++k) named.emplace_back(fmt::format("input {}", k), xs[k]);
+  return gradcheck_leaves(fn, named, opt);
+}
+
+GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const NamedTensors& leaves,
+                                 const GradcheckOptions& opt) {
+  std::vector<Tensor> xs;
+  for (const auto& [name, t] : leaves) {
+    check_defined(t, "gradcheck_leaves", name.c_str());
+    xs.push_back(t);
+  }
   for (const auto& t : xs)
     if (is_float(t.dtype()) && (t.dtype() != DType::f64 || !t.is_leaf() || !t.requires_grad() || !t.is_contiguous()))
       throw std::invalid_argument(fmt::format("gradcheck_leaves: every float input must be a contiguous float64 leaf "
@@ -68,6 +80,7 @@ GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const std::v
   for (std::size_t k = 0; k < xs.size(); ++k) {
     GradcheckInputReport rep;
     rep.input = static_cast<int>(k);
+    rep.name = leaves[k].first;
     rep.shape = xs[k].shape();
     if (!is_float(xs[k].dtype())) {
       result.inputs.push_back(rep);

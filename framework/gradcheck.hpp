@@ -22,6 +22,7 @@ struct GradcheckOptions {
 
 struct GradcheckInputReport {
   int input = 0;              // position in `inputs`
+  std::string name;           // how reports name it: "input 3", or a parameter's dotted name
   Dims shape;
   bool checked = false;       // false for integer inputs (tokens, lengths)
   double max_abs_err = 0;     // max |analytical - numerical|
@@ -50,6 +51,10 @@ GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inpu
 // `leaves` are contiguous float64 leaves that require grad, perturbed in place and restored;
 // non-float entries are reported unchecked. Their .grad() is reset first.
 GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const std::vector<Tensor>& leaves,
+                                 const GradcheckOptions& options = {});
+// The same with named leaves (a module's named_parameters(), say): reports name each leaf by its
+// name ("blks.0.attention.W_q.weight") instead of its position.
+GradcheckResult gradcheck_leaves(const std::function<Tensor()>& fn, const NamedTensors& leaves,
                                  const GradcheckOptions& options = {});
 
 } // namespace headgrad

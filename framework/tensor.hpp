@@ -51,13 +51,16 @@ public:
   static Tensor normal(const Dims& shape, double mean, double std, Generator& gen, DType dtype = DType::f32);
 
   // ---- metadata ----------------------------------------------------------------------------
+  // Every accessor below, and every method, throws std::logic_error naming itself on an undefined
+  // tensor (Tensor(), or grad() before a backward reached the tensor) instead of reading through a
+  // null handle; ops check their inputs first (check_defined) to name the op instead.
   bool defined() const { return impl_ != nullptr; }
-  const Dims& shape() const { return impl_->shape; }
-  const Dims& strides() const { return impl_->strides; }
+  const Dims& shape() const { return checked("Tensor::shape").shape; }
+  const Dims& strides() const { return checked("Tensor::strides").strides; }
   std::int64_t size(int axis) const;
-  int dim() const { return impl_->shape.size(); }
-  std::int64_t numel() const { return impl_->shape.numel(); }
-  DType dtype() const { return impl_->dtype; }
+  int dim() const { return checked("Tensor::dim").shape.size(); }
+  std::int64_t numel() const { return checked("Tensor::numel").shape.numel(); }
+  DType dtype() const { return checked("Tensor::dtype").dtype; }
   bool is_contiguous() const;
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -65,10 +68,12 @@ public:
 
   // ---- raw data (kernels) ------------------------------------------------------------------
   template <typename T> T* data() const {
-    return static_cast<T*>(impl_->storage->data()) + impl_->offset;
+    const TensorImpl& impl = checked("Tensor::data");
+    return static_cast<T*>(impl.storage->data()) + impl.offset;
   }
   void* raw() const {
-    return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(impl_->dtype);
+    const TensorImpl& impl = checked("Tensor::raw");
+    return static_cast<char*>(impl.storage->data()) + impl.offset * dtype_size(impl.dtype);
   }
 
   // ---- read out ----------------------------------------------------------------------------
@@ -87,26 +92,41 @@ public:
   Tensor clone() const;  // a contiguous copy that stays in the graph
 
   // ---- autograd ----------------------------------------------------------------------------
-  bool requires_grad() const { return impl_->requires_grad; }
+  bool requires_grad() const { return checked("Tensor::requires_grad").requires_grad; }
   Tensor& set_requires_grad(bool on = true);
   Tensor grad() const; // undefined until a backward reached this tensor
   void zero_grad();    // drops the accumulated gradient
   Tensor detach() const; // shares data, no history
-  bool is_leaf() const { return impl_->grad_fn == nullptr; }
+  bool is_leaf() const { return checked("Tensor::is_leaf").grad_fn == nullptr; }
   // backward(): seed 1 for a one-element tensor; backward(g): explicit upstream gradient.
   void backward(bool retain_graph = false) const;
   void backward(const Tensor& grad_output, bool retain_graph = false) const;
 
-  std::string str() const; // shape, dtype and values, for printing
+  std::string str() const; // shape, dtype and values, for printing ("Tensor(undefined)" too)
 
 private:
+  const TensorImpl& checked(const char* method) const {
+    if (!impl_) throw_undefined(method);
+    return *impl_;
+  }
+  [[noreturn]] static void throw_undefined(const char* method);
+
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// Throws std::invalid_argument "<op>: <what> is an undefined tensor" unless t is defined: the first
+// line of an op, so that misuse names the op rather than a Tensor accessor.
+[[noreturn]] void throw_undefined_input(const char* op, const char* what);
+inline void check_defined(const Tensor& t, const char* op, const char* what = "the input") {
+  if (!t.defined()) [[unlikely]]
+    throw_undefined_input(op, what);
+}
+
 // Makes a tensor that aliases `base`'s storage with a new geometry (no autograd).
 Tensor make_view(const Tensor& base, const Dims& shape, const Dims& strides, std::int64_t offset);
-// A fresh, contiguous, uninitialised tensor with no history.
-Tensor new_tensor(const Dims& shape, DType dtype);
+// A fresh, contiguous, uninitialised tensor with no history. A negative or overflowing shape throws
+// std::invalid_argument naming `fn`.
+Tensor new_tensor(const Dims& shape, DType dtype, const char* fn = "new_tensor");
 
 // Tensors by name, in order: a module's parameters ("W_q.weight", ...) or a safetensors file's
 // contents.

@@ -189,3 +189,33 @@ TEST_CASE("MultiHeadAttention: wrong input shapes are refused with the shapes na
   const std::string e2 = error_of([&] { m.forward(Tensor::zeros({2, 3, 5}), Tensor::zeros({2, 5, 4}), Tensor::zeros({2, 5, 4})); });
   CHECK(e2.find("linear") != std::string::npos);
 }
+
+TEST_CASE("masked_softmax and masked_softmax_keep take 4-D scores (B, H, Tq, Tk)") {
+  // each head of 4-D scores is masked like 3-D scores of its batch row: compare head by head
+  const Tensor x = test_support::randn({2, 3, 4, 5}, 31);
+  const Tensor lens_1d = Tensor::from_ints({2, 5}, {2});
+  const Tensor lens_2d = Tensor::from_ints({1, 0, 5, 3, 2, 4, 5, 1}, {2, 4});
+  const Tensor keep_bk = Tensor::from({1, 0, 1, 1, 0, 0, 1, 1, 0, 1}, {2, 5}, DType::bool8);
+  for (std::int64_t h = 0; h < 3; ++h) {
+    CAPTURE(h);
+    const Tensor head = ops::squeeze(x.slice(1, h, h + 1), 1); // (B, Tq, Tk)
+    auto head_of = [h](const Tensor& y) { return ops::squeeze(y.slice(1, h, h + 1), 1).to_vector(); };
+    CHECK(head_of(ops::masked_softmax(x, lens_1d)) == ops::masked_softmax(head, lens_1d).to_vector());
+    CHECK(head_of(ops::masked_softmax(x, lens_2d)) == ops::masked_softmax(head, lens_2d).to_vector());
+    CHECK(head_of(ops::masked_softmax_keep(x, keep_bk)) == ops::masked_softmax_keep(head, keep_bk).to_vector());
+  }
+  // a keep mask of x's own shape masks each head by itself
+  std::vector<double> k(2 * 3 * 4 * 5);
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = (i * 7) % 3 != 0;
+  const Tensor keep_full = Tensor::from(k, {2, 3, 4, 5}, DType::bool8);
+  const auto y = ops::masked_softmax_keep(x, keep_full).to_vector();
+  for (std::size_t i = 0; i < k.size(); ++i)
+    if (k[i] == 0) CHECK(y[i] == 0.0);
+  // 4-D lens are not a form d2l has: refused by name
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>(
+                                   [&] { ops::masked_softmax(x, Tensor::from_ints(std::vector<std::int64_t>(24, 1), {2, 3, 4})); }),
+                               "masked_softmax: valid_lens shape [2, 3, 4]"));
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>(
+                                   [&] { ops::masked_softmax(test_support::randn({2, 3, 4, 5, 6}, 1), lens_1d); }),
+                               "(batch, heads, queries, keys)"));
+}

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "framework/autograd.hpp"
+#include "framework/gradcheck.hpp"
 #include "framework/nn/layers.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
@@ -427,4 +428,74 @@ TEST_CASE("Module::share_parameters: a replica reads the source's values and kee
   cfg.ffn = 10;
   models::SequenceModel other(cfg, 3, DType::f64);
   CHECK(contains(error_of<std::invalid_argument>([&] { other.share_parameters(source); }), "share_parameters"));
+}
+
+TEST_CASE("Sequential: PyTorch's parameter names and the composed forward") {
+  Generator g(5);
+  auto first = std::make_shared<nn::Linear>(4, 6, true, g);
+  auto last = std::make_shared<nn::Linear>(6, 3, false, g);
+  nn::Sequential seq(first, std::make_shared<nn::GELU>(), nn::Sequential::Step(ops::relu), last);
+  CHECK(seq.size() == 4);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : seq.named_parameters()) names.push_back(name);
+  // nn.Sequential(Linear, GELU, ReLU, Linear(bias=False)).state_dict() keys
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "3.weight"});
+  const Tensor x = randn({2, 5, 4}, 6, DType::f32);
+  const Tensor want = last->forward(ops::relu(ops::gelu(first->forward(x))));
+  CHECK(seq.forward(x).to_vector() == want.to_vector());
+  // empty: the identity, as torch.nn.Sequential()
+  nn::Sequential empty;
+  CHECK(empty.forward(x).same(x));
+  CHECK(contains(error_of<std::invalid_argument>([&] { seq.forward(Tensor()); }), "Sequential::forward"));
+  CHECK(contains(error_of<std::invalid_argument>([&] { seq.add(std::shared_ptr<nn::ReLU>()); }), "Sequential::add"));
+  // gradients reach every parameter through the steps
+  ops::sum(seq.forward(x)).backward();
+  for (const auto& [name, p] : seq.named_parameters()) CHECK_MESSAGE(p.grad().defined(), name);
+}
+
+TEST_CASE("Module::to converts every parameter in place and keeps the handles") {
+  Generator g(7);
+  auto lin = std::make_shared<nn::Linear>(3, 2, true, g);
+  nn::Sequential seq(lin, std::make_shared<nn::LayerNorm>(2));
+  const Tensor held = lin->weight; // a handle taken before the conversion
+  const std::vector<double> before = held.to_vector();
+  ops::sum(seq.forward(randn({4, 3}, 8, DType::f32))).backward();
+  REQUIRE(held.grad().defined());
+  CHECK(&seq.to(DType::f64) == &seq);
+  for (const auto& [name, p] : seq.named_parameters()) {
+    INFO(name);
+    CHECK(p.dtype() == DType::f64);
+    CHECK(p.requires_grad());
+    CHECK(p.is_leaf());
+    CHECK_FALSE(p.grad().defined()); // dropped: it had the old dtype
+  }
+  CHECK(held.dtype() == DType::f64);
+  CHECK(held.to_vector() == before); // float32 values are exact in float64
+  CHECK(held.same(lin->weight));
+  // the converted module runs in float64 and its gradients are float64
+  const Tensor y = seq.forward(randn({4, 3}, 8, DType::f64));
+  CHECK(y.dtype() == DType::f64);
+  ops::sum(y).backward();
+  CHECK(held.grad().dtype() == DType::f64);
+  // and back: float64 -> float32 rounds
+  seq.to(DType::f32);
+  CHECK(held.dtype() == DType::f32);
+  CHECK(contains(error_of<std::invalid_argument>([&] { seq.to(DType::i64); }), "Module::to"));
+}
+
+TEST_CASE("gradcheck reports name a module's parameters") {
+  Generator g(9);
+  nn::Sequential seq(std::make_shared<nn::Linear>(3, 2, true, g));
+  seq.to(DType::f64);
+  const Tensor x = randn({2, 3}, 10);
+  const GradcheckResult r = gradcheck_leaves([&] { return seq.forward(x); }, seq.named_parameters());
+  CHECK(r.ok);
+  REQUIRE(r.inputs.size() == 2);
+  CHECK(r.inputs[0].name == "0.weight");
+  CHECK(r.inputs[1].name == "0.bias");
+  CHECK(contains(r.summary(), "0.weight [2, 3]: max abs err"));
+  // unnamed leaves keep their positions as names
+  Tensor leaf = randn({2}, 11).set_requires_grad();
+  const GradcheckResult unnamed = gradcheck_leaves([&] { return ops::tanh(leaf); }, std::vector<Tensor>{leaf});
+  CHECK(unnamed.inputs[0].name == "input 0");
 }

@@ -6,6 +6,8 @@
 // index counter (no per-element division).
 #pragma once
 #include <array>
+#include <limits>
+#include <type_traits>
 #include <cstdint>
 
 #include "framework/dims.hpp"
@@ -63,6 +65,17 @@ template <std::size_t N> void order_by_memory(Dims& shape, std::array<Dims, N>& 
     }
 }
 
+// static_cast<D>(s), defined for every s: a float that is NaN or outside int64's range gives
+// INT64_MIN, what x86's conversion instruction (and so PyTorch on x86) gives, where a plain cast
+// would be undefined behaviour.
+template <typename D, typename S> inline D convert_value(S s) {
+  if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D> && !std::is_same_v<D, bool>) {
+    constexpr S lo = static_cast<S>(std::numeric_limits<D>::min()); // -2^63, exact in float and double
+    if (!(s >= lo && s < -lo)) return std::numeric_limits<D>::min();
+  }
+  return static_cast<D>(s);
+}
+
 // dst = convert(src), element by element, both strided (`shape` is their common logical shape).
 template <typename D, typename S>
 void copy_strided(D* dst, const Dims& dst_strides, const S* src, const Dims& src_strides, const Dims& shape) {
@@ -71,9 +84,9 @@ void copy_strided(D* dst, const Dims& dst_strides, const S* src, const Dims& src
                     D* d = dst + o[0];
                     const S* s = src + o[1];
                     if (in[0] == 1 && in[1] == 1)
-                      for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<D>(s[i]);
+                      for (std::int64_t i = 0; i < n; ++i) d[i] = convert_value<D>(s[i]);
                     else
-                      for (std::int64_t i = 0; i < n; ++i) d[i * in[0]] = static_cast<D>(s[i * in[1]]);
+                      for (std::int64_t i = 0; i < n; ++i) d[i * in[0]] = convert_value<D>(s[i * in[1]]);
                   });
 }
 

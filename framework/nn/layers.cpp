@@ -45,4 +45,16 @@ Tensor ReLU::forward(const Tensor& x) const { return ops::relu(x); }
 
 Tensor GELU::forward(const Tensor& x) const { return ops::gelu(x, approximate); }
 
+void Sequential::add(Step fn) {
+  if (!fn) throw std::invalid_argument("Sequential::add: empty function");
+  steps_.push_back(std::move(fn));
+}
+
+Tensor Sequential::forward(const Tensor& x) const {
+  check_defined(x, "Sequential::forward", "x");
+  Tensor y = x;
+  for (const Step& step : steps_) y = step(y);
+  return y;
+}
+
 } // namespace headgrad::nn

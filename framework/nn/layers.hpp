@@ -1,7 +1,10 @@
-// layers.hpp - the basic layers: Linear, LayerNorm, Embedding, Dropout, ReLU, GELU.
+// layers.hpp - the basic layers: Linear, LayerNorm, Embedding, Dropout, ReLU, GELU, and Sequential.
 // Parameter names and shapes match PyTorch's, so a state_dict maps one to one.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "framework/nn/module.hpp"
 #include "framework/ops/ops.hpp" // GeluApproximate
@@ -57,6 +60,34 @@ public:
   explicit GELU(ops::GeluApproximate approximate = ops::GeluApproximate::none) : approximate(approximate) {}
   Tensor forward(const Tensor& x) const;
   ops::GeluApproximate approximate;
+};
+
+// torch.nn.Sequential: steps applied in order, each a module with a forward(x) (registered as
+// child "0", "1", ... in order, so parameter names are PyTorch's: "0.weight", "2.bias") or a
+// plain function such as ops::relu, which has no parameters but takes its index all the same, as
+// nn.ReLU() would. An empty Sequential returns its input.
+//   nn::Sequential mlp(std::make_shared<nn::Linear>(4, 8, true, gen), std::make_shared<nn::GELU>(),
+//                      std::make_shared<nn::Linear>(8, 4, true, gen));
+class Sequential : public Module {
+public:
+  using Step = std::function<Tensor(const Tensor&)>;
+  Sequential() = default;
+  template <typename... Steps> explicit Sequential(Steps&&... steps) { (add(std::forward<Steps>(steps)), ...); }
+
+  // Appends a module (anything with Tensor forward(const Tensor&)); returns it.
+  template <typename M> std::shared_ptr<M> add(std::shared_ptr<M> module) {
+    if (!module) throw std::invalid_argument("Sequential::add: null module");
+    register_module(std::to_string(steps_.size()), module);
+    steps_.push_back([m = module.get()](const Tensor& x) { return m->forward(x); });
+    return module;
+  }
+  // Appends a function without parameters.
+  void add(Step fn);
+  Tensor forward(const Tensor& x) const;
+  std::size_t size() const { return steps_.size(); }
+
+private:
+  std::vector<Step> steps_;
 };
 
 } // namespace headgrad::nn

@@ -6,6 +6,7 @@
 
 #include "framework/autograd.hpp"
 #include "framework/kernels/accumulate.hpp"
+#include "framework/ops/ops.hpp"
 
 namespace headgrad::nn {
 
@@ -58,6 +59,25 @@ void Module::train(bool on) {
 
 void Module::zero_grad() {
   for (auto& t : parameters()) t.zero_grad();
+}
+
+Module& Module::to(DType dtype) {
+  if (!is_float(dtype))
+    throw std::invalid_argument(fmt::format("Module::to: parameters must be float32 or float64, not {}",
+                                            dtype_name(dtype)));
+  NoGradGuard ng;
+  for (const auto& [name, p] : named_parameters()) {
+    if (p.dtype() == dtype) continue;
+    const Tensor converted = ops::to_dtype(p, dtype).contiguous();
+    // Swap the data under the one TensorImpl every handle to this parameter shares.
+    TensorImpl& impl = *p.impl();
+    impl.storage = converted.impl()->storage;
+    impl.offset = converted.impl()->offset;
+    impl.strides = converted.strides();
+    impl.dtype = dtype;
+    impl.grad.reset();
+  }
+  return *this;
 }
 
 void Module::load_parameters(const NamedTensors& values, const std::string& source) {

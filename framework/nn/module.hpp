@@ -32,6 +32,13 @@ public:
   bool training() const { return training_; }
   void zero_grad();
 
+  // Converts every parameter to the float dtype `dtype` in place, as PyTorch's Module.to(dtype):
+  // the handles the module (and anyone else) holds stay valid and see the new dtype and values;
+  // gradients are dropped. What it is for: gradchecking a float32 module in float64 without
+  // rebuilding it. Build optimizers after it (their state keeps the old dtype), and note that
+  // parameters shared with a replica (share_parameters) stop sharing. Returns *this.
+  Module& to(DType dtype);
+
   // Copies values into the existing parameters (handles stay valid). Every parameter must be
   // present with the same shape; extra names are refused. Errors are std::invalid_argument
   // naming `source` (e.g. the file) and the offending parameter. Values of another float dtype

@@ -178,6 +178,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t
 Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask& mask, Tensor* weights,
                       double scale) {
   check_3d(qkv, "qkv", "self_attention");
+  if (!is_float(qkv.dtype()))
+    throw std::invalid_argument(fmt::format("self_attention: qkv must be float32 or float64, got {}",
+                                            dtype_name(qkv.dtype())));
   const std::int64_t B = qkv.shape()[0], T = qkv.shape()[1], C3 = qkv.shape()[2];
   if (heads <= 0 || C3 % (3 * heads) != 0)
     throw std::invalid_argument(fmt::format("self_attention: width {} of qkv {} is not 3 * heads * head_dim for heads "

@@ -8,6 +8,7 @@
 namespace headgrad::ops {
 
 Tensor expand(const Tensor& x, const Dims& shape) {
+  check_defined(x, "expand", "x");
   const int r = shape.size(), lead = shape.size() - x.dim();
   if (lead < 0)
     throw std::invalid_argument(fmt::format("expand: shape {} has fewer axes than the input {}", shape, x.shape()));
@@ -37,6 +38,7 @@ static Tensor size_one_view(const Tensor& x, const Dims& shape, const Dims& stri
 }
 
 Tensor squeeze(const Tensor& x) {
+  check_defined(x, "squeeze", "x");
   Dims shape, strides;
   for (int i = 0; i < x.dim(); ++i)
     if (x.shape()[i] != 1) {
@@ -47,6 +49,7 @@ Tensor squeeze(const Tensor& x) {
 }
 
 Tensor squeeze(const Tensor& x, int axis) {
+  check_defined(x, "squeeze", "x");
   axis = wrap_axis(axis, std::max(x.dim(), 1), "squeeze");
   if (x.dim() == 0 || x.shape()[axis] != 1) return size_one_view(x, x.shape(), x.strides(), "squeeze"); // as torch
   Dims shape, strides;
@@ -68,6 +71,7 @@ static int new_axis(int axis, const Dims& shape, const char* op) {
 }
 
 Tensor unsqueeze(const Tensor& x, int axis) {
+  check_defined(x, "unsqueeze", "x");
   axis = new_axis(axis, x.shape(), "unsqueeze");
   Dims shape, strides;
   for (int i = 0; i <= x.dim(); ++i) {
@@ -84,18 +88,23 @@ Tensor unsqueeze(const Tensor& x, int axis) {
 }
 
 Tensor stack(const std::vector<Tensor>& xs, int axis) {
+  for (const Tensor& t : xs) check_defined(t, "stack", "a tensor of xs");
   if (xs.empty()) throw std::invalid_argument("stack: no tensors given");
   axis = new_axis(axis, xs[0].shape(), "stack");
   std::vector<Tensor> parts;
   for (const auto& t : xs) {
     if (!(t.shape() == xs[0].shape()))
       throw std::invalid_argument(fmt::format("stack: shapes {} and {} differ", xs[0].shape(), t.shape()));
+    if (t.dtype() != xs[0].dtype())
+      throw std::invalid_argument(fmt::format("stack: dtypes {} and {} differ (shape {})", dtype_name(xs[0].dtype()),
+                                              dtype_name(t.dtype()), t.shape()));
     parts.push_back(unsqueeze(t, axis));
   }
   return concat(parts, axis); // y = [x_0 | x_1 | ...] along a new axis
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, int axis) {
+  check_defined(x, "split", "x");
   axis = wrap_axis(axis, x.dim(), "split");
   std::int64_t total = 0;
   for (auto s : sizes) {
@@ -115,6 +124,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
 }
 
 std::vector<Tensor> split(const Tensor& x, std::int64_t size, int axis) {
+  check_defined(x, "split", "x");
   axis = wrap_axis(axis, x.dim(), "split");
   const std::int64_t n = x.shape()[axis];
   if (size <= 0 && !(size == 0 && n == 0))
@@ -128,6 +138,7 @@ std::vector<Tensor> split(const Tensor& x, std::int64_t size, int axis) {
 }
 
 std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, int axis) {
+  check_defined(x, "chunk", "x");
   axis = wrap_axis(axis, x.dim(), "chunk");
   if (chunks <= 0)
     throw std::invalid_argument(fmt::format("chunk: chunks = {} must be positive (shape {})", chunks, x.shape()));

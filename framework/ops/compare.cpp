@@ -28,11 +28,14 @@ template <typename F> Tensor compare_as(const Tensor& a_in, const Tensor& b_in, 
 }
 
 template <typename F> Tensor compare(const Tensor& a, const Tensor& b, const char* name, const F& f) {
+  check_defined(a, name, "a");
+  check_defined(b, name, "b");
   return compare_as(a, b, result_type(a, b), name, f);
 }
 
 // A float tensor meets the scalar in its own dtype; an integer or bool one in float64, exactly.
 template <typename F> Tensor compare(const Tensor& a, double s, const char* name, const F& f) {
+  check_defined(a, name, "a");
   const DType d = is_float(a.dtype()) ? a.dtype() : DType::f64;
   return compare_as(a, Tensor::scalar(s, d), d, name, f);
 }
@@ -60,12 +63,17 @@ Tensor gt(const Tensor& a, double s) { return compare(a, s, "gt", kGt); }
 Tensor ge(const Tensor& a, double s) { return compare(a, s, "ge", kGe); }
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {
+  check_defined(a, "logical_and", "a");
+  check_defined(b, "logical_and", "b");
   return compare_as(a, b, DType::bool8, "logical_and", [](bool x, bool y) { return x && y; });
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_defined(a, "logical_or", "a");
+  check_defined(b, "logical_or", "b");
   return compare_as(a, b, DType::bool8, "logical_or", [](bool x, bool y) { return x || y; });
 }
 Tensor logical_not(const Tensor& a) {
+  check_defined(a, "logical_not", "a");
   return compare_as(a, Tensor::scalar(0, DType::bool8), DType::bool8, "logical_not", [](bool x, bool) { return !x; });
 }
 

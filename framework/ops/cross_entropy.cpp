@@ -11,6 +11,7 @@
 namespace headgrad::ops {
 
 Tensor sequence_mask(const Tensor& valid_lens, std::int64_t max_len) {
+  check_defined(valid_lens, "sequence_mask", "valid_lens");
   if (valid_lens.dtype() != DType::i64 || valid_lens.dim() != 1)
     throw std::invalid_argument(fmt::format("sequence_mask: valid_lens must be 1-D int64, got {} {}",
                                             valid_lens.shape(), dtype_name(valid_lens.dtype())));
@@ -44,6 +45,8 @@ std::vector<double> position_weights(const Tensor& mask, const std::vector<std::
 } // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options) {
+  check_defined(logits, "cross_entropy", "logits");
+  check_defined(targets, "cross_entropy", "targets");
   const Tensor& mask = options.mask;
   if (logits.dim() < 1)
     throw std::invalid_argument("cross_entropy: logits need a class axis, got a scalar");
@@ -101,6 +104,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& mask) {
+  check_defined(logits, "cross_entropy", "logits");
+  check_defined(targets, "cross_entropy", "targets");
   CrossEntropyOptions options;
   options.mask = mask;
   options.ignore_index = std::nullopt; // every target at a counted position must be a class

@@ -10,10 +10,13 @@
 namespace headgrad::ops {
 
 Tensor dropout_with_mask(const Tensor& x, const Tensor& mask, double p) {
+  check_defined(x, "dropout_with_mask", "x");
+  check_defined(mask, "dropout_with_mask", "mask");
   if (!(mask.shape() == x.shape()) || mask.dtype() != x.dtype())
-    throw std::invalid_argument(fmt::format("dropout: mask {} {} does not match input {} {}", mask.shape(),
+    throw std::invalid_argument(fmt::format("dropout_with_mask: mask {} {} does not match input {} {}", mask.shape(),
                                             dtype_name(mask.dtype()), x.shape(), dtype_name(x.dtype())));
-  if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument(fmt::format("dropout: p = {} is outside [0, 1)", p));
+  if (!(p >= 0.0 && p < 1.0))
+    throw std::invalid_argument(fmt::format("dropout_with_mask: p = {} is outside [0, 1)", p));
   OpTimer timer("dropout");
   // keep_scaled = m / (1 - p): 0 where dropped, 1 / (1 - p) where kept
   const Tensor keep_scaled = mask.detach() * (1.0 / (1.0 - p));
@@ -24,6 +27,7 @@ Tensor dropout_with_mask(const Tensor& x, const Tensor& mask, double p) {
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  check_defined(x, "dropout", "x");
   if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument(fmt::format("dropout: p = {} is outside [0, 1)", p));
   if (!training || p == 0.0) return x;
   Tensor mask = new_tensor(x.shape(), x.dtype());

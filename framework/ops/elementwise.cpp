@@ -20,6 +20,7 @@ namespace {
 // y = f(a, b), broadcast; the caller records the backward. An int64 or bool operand next to a
 // float one is read as that float type (promotion.hpp); the backwards below then see it as the
 // integer input it is, which needs no gradient.
+// arithmetic_operands also refuses an undefined operand, naming the op.
 template <typename F> Tensor binary_forward(const Tensor& a_in, const Tensor& b_in, const char* name, const F& f) {
   // Plain references, not a structured binding: the lambda below captures them, which clang
   // accepts only from version 16 (P1091), and the fuzz build uses clang 14.
@@ -53,6 +54,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  check_defined(a, "sub", "a");
+  check_defined(b, "sub", "b");
   if (a.dtype() == DType::bool8 || b.dtype() == DType::bool8) // as PyTorch: a - on masks is a likely slip
     throw std::invalid_argument(fmt::format("sub: subtracting a bool tensor ({} {} - {} {}) is not supported; use "
                                             "logical_not, or convert with to_dtype",
@@ -108,6 +111,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 // y = alpha * x + beta, elementwise, for the scalar variants and neg.
 static Tensor affine(const Tensor& x, double alpha, double beta, const char* name) {
+  check_defined(x, name, "x");
   OpTimer timer(name);
   Tensor out = new_tensor(x.shape(), x.dtype());
   dispatch_float(x.dtype(), name, [&]<typename T>() {
@@ -125,6 +129,7 @@ Tensor mul_scalar(const Tensor& x, double s) { return affine(x, s, 0.0, "mul_sca
 Tensor rsub_scalar(const Tensor& x, double s) { return affine(x, -1.0, s, "rsub_scalar"); }
 
 Tensor rdiv_scalar(const Tensor& x, double s) {
+  check_defined(x, "rdiv_scalar", "x");
   OpTimer timer("rdiv_scalar");
   Tensor out = new_tensor(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "rdiv_scalar", [&]<typename T>() {

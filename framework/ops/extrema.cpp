@@ -30,6 +30,7 @@ Dims resized(const Dims& shape, int axis, std::int64_t size, bool keep) {
 // The axis of x to reduce, wrapped (a 0-d x counts as rank 1), and its (outer, len, inner) layout.
 // An empty axis has no extreme value: PyTorch refuses it too.
 AxisLayout checked_layout(const Tensor& x, int& axis, const char* name) {
+  check_defined(x, name, "x");
   axis = wrap_axis(axis, std::max(x.dim(), 1), name);
   const AxisLayout l = x.dim() == 0 ? AxisLayout{} : axis_layout(x.shape(), axis);
   if (l.len == 0) throw std::invalid_argument(fmt::format("{}: axis {} of shape {} is empty", name, axis, x.shape()));
@@ -89,10 +90,17 @@ ValuesIndices min_with_indices(const Tensor& x, int axis, bool keepdim) {
 
 Tensor argmax(const Tensor& x, int axis, bool keepdim) { return arg_extreme<true>(x, axis, keepdim, "argmax"); }
 Tensor argmin(const Tensor& x, int axis, bool keepdim) { return arg_extreme<false>(x, axis, keepdim, "argmin"); }
-Tensor argmax(const Tensor& x) { return arg_extreme<true>(x.reshape({-1}), 0, false, "argmax"); }
-Tensor argmin(const Tensor& x) { return arg_extreme<false>(x.reshape({-1}), 0, false, "argmin"); }
+Tensor argmax(const Tensor& x) {
+  check_defined(x, "argmax", "x");
+  return arg_extreme<true>(x.reshape({-1}), 0, false, "argmax");
+}
+Tensor argmin(const Tensor& x) {
+  check_defined(x, "argmin", "x");
+  return arg_extreme<false>(x.reshape({-1}), 0, false, "argmin");
+}
 
 ValuesIndices topk(const Tensor& x, std::int64_t k, int axis, bool largest) {
+  check_defined(x, "topk", "x");
   axis = wrap_axis(axis, std::max(x.dim(), 1), "topk");
   const AxisLayout l = x.dim() == 0 ? AxisLayout{} : axis_layout(x.shape(), axis);
   if (k < 0 || k > l.len)

@@ -27,6 +27,8 @@ void check_range(const std::int64_t* idx, std::int64_t count, std::int64_t n, co
 } // namespace
 
 Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
+  check_defined(x, "index_select", "x");
+  check_defined(index, "index_select", "index");
   check_index(index, "index_select");
   if (index.dim() != 1)
     throw std::invalid_argument(fmt::format("index_select: index must be 1-D, got shape {}", index.shape()));
@@ -65,6 +67,8 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& x, int axis, const Tensor& index) {
+  check_defined(x, "gather", "x");
+  check_defined(index, "gather", "index");
   check_index(index, "gather");
   axis = wrap_axis(axis, x.dim(), "gather");
   if (index.dim() != x.dim())
@@ -107,6 +111,8 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& tokens) {
+  check_defined(weight, "embedding", "weight");
+  check_defined(tokens, "embedding", "tokens");
   if (weight.dim() != 2)
     throw std::invalid_argument(fmt::format("embedding: weight must be (V, d), got {}", weight.shape()));
   check_index(tokens, "embedding");

@@ -27,6 +27,7 @@ static void check_layer_norm(const Tensor& x, const Tensor& weight, const Tensor
 // Without affine parameters (PyTorch's elementwise_affine=False, or weight/bias None) the kernel
 // gets w = 1 and b = 0: constants that need no gradient, so the backward skips them.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_defined(x, "layer_norm", "x");
   check_layer_norm(x, weight, bias, "layer_norm");
   const std::int64_t D = x.shape().back();
   const Tensor w = weight.defined() ? weight : Tensor::ones({D}, x.dtype());
@@ -56,6 +57,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 }
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double eps) {
+  check_defined(x, "add_layer_norm", "x");
+  check_defined(y, "add_layer_norm", "y");
   if (!(x.shape() == y.shape()) || x.dtype() != y.dtype())
     throw std::invalid_argument(fmt::format("add_layer_norm: x {} {} and y {} {} must have one shape and dtype",
                                             x.shape(), dtype_name(x.dtype()), y.shape(), dtype_name(y.dtype())));

@@ -69,6 +69,8 @@ void linear_backward(Node& n, const Tensor& dy, const LinearDims& d) {
 } // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_defined(x, "linear", "x");
+  check_defined(weight, "linear", "weight");
   const LinearDims d = check_linear(x, weight, bias, "linear");
   OpTimer timer("linear");
   const Tensor xc = x.contiguous(), wc = weight.contiguous();
@@ -78,6 +80,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_defined(x, "linear_relu", "x");
+  check_defined(weight, "linear_relu", "weight");
   const LinearDims d = check_linear(x, weight, bias, "linear_relu");
   OpTimer timer("linear_relu");
   const Tensor xc = x.contiguous(), wc = weight.contiguous();

@@ -56,6 +56,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, double scale) {
 } // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, double scale) {
+  check_defined(a, "matmul", "a");
+  check_defined(b, "matmul", "b");
   if (a.dtype() != b.dtype())
     throw std::invalid_argument(fmt::format("matmul: dtypes differ: {} {} @ {} {}", a.shape(), dtype_name(a.dtype()),
                                             b.shape(), dtype_name(b.dtype())));

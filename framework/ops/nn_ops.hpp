@@ -13,7 +13,8 @@ class Generator;
 namespace headgrad::ops {
 
 // ---- masked softmax (masked_softmax.cpp) ------------------------------------------------------
-// Softmax over the last axis of x (B, Tq, Tk), d2l's masked_softmax:
+// Softmax over the last axis of x (B, Tq, Tk) or (B, H, Tq, Tk) (the scores of H heads, as
+// multi-head attention makes them; each head gets its batch row's mask), d2l's masked_softmax:
 //   valid_lens undefined : no mask
 //   valid_lens (B)       : keys j >= valid_lens[b] get weight 0, for every query of batch row b
 //   valid_lens (B, Tq)   : keys j >= valid_lens[b, q] get weight 0 (one length per query)
@@ -29,7 +30,8 @@ namespace headgrad::ops {
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens = Tensor());
 // Causal: query i sees keys j <= i (x is (..., Tq, Tk); row i keeps min(i + 1, Tk) keys).
 Tensor causal_softmax(const Tensor& x);
-// Boolean key mask, keep: bool8 (B, Tk) or (B, Tq, Tk); TRUE MEANS KEEP (attend), false masks.
+// Boolean key mask for x (B, Tq, Tk) or (B, H, Tq, Tk), keep: bool8 (B, Tk) or (B, Tq, Tk), the
+// same for every head, or x's own shape (B, H, Tq, Tk); TRUE MEANS KEEP (attend), false masks.
 // A row with nothing kept is all zeros with zero gradient (PyTorch, masking with -inf: NaN).
 Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep);
 

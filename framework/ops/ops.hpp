@@ -6,7 +6,9 @@
 // Semantics are PyTorch's (torch 1.13) unless a comment here says otherwise; the differences are
 // listed in DERIVATIVES.md too, and tests/test_differential.cpp replays a few thousand PyTorch
 // cases against these functions.
-// Shape and dtype errors throw std::invalid_argument naming the op and the shapes.
+// Shape and dtype errors throw std::invalid_argument naming the op and the shapes; so does an
+// undefined tensor (Tensor()) where the op needs one. tests/test_misuse.cpp holds every public op
+// and Tensor method to that with undefined, empty, other-dtype, other-rank and strided arguments.
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -21,6 +21,8 @@ int category(DType d) { return d == DType::bool8 ? 0 : d == DType::i64 ? 1 : 2; 
 } // namespace
 
 DType result_type(const Tensor& a, const Tensor& b) {
+  check_defined(a, "result_type", "a");
+  check_defined(b, "result_type", "b");
   const bool da = a.dim() > 0, db = b.dim() > 0;
   if (da == db) return rank_of(a.dtype()) >= rank_of(b.dtype()) ? a.dtype() : b.dtype();
   const Tensor& dimensioned = da ? a : b;
@@ -29,6 +31,8 @@ DType result_type(const Tensor& a, const Tensor& b) {
 }
 
 std::pair<Tensor, Tensor> arithmetic_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_defined(a, op, "a");
+  check_defined(b, op, "b");
   if (a.dtype() == b.dtype()) return {a, b};
   if (is_float(a.dtype()) && is_float(b.dtype()))
     throw std::invalid_argument(fmt::format("{}: dtypes differ: {} {} and {} {}", op, a.shape(), dtype_name(a.dtype()),

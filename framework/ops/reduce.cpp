@@ -15,6 +15,7 @@
 namespace headgrad::ops {
 
 Tensor sum_to(const Tensor& x, const Dims& shape) {
+  check_defined(x, "sum_to", "x");
   if (!(broadcast_shapes(shape, x.shape(), "sum_to") == x.shape()))
     throw std::invalid_argument(fmt::format("sum_to: shape {} does not broadcast to {}", shape, x.shape()));
   if (shape == x.shape()) return x;
@@ -69,12 +70,14 @@ static Tensor integer_sum(const Tensor& x, const Dims& kept) {
 }
 
 Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
+  check_defined(x, "sum", "x");
   const ReducedAxes r = reduced_axes(x.shape(), axes, "sum");
   Tensor s = !is_float(x.dtype()) ? integer_sum(x, r.kept) : r.kept == x.shape() ? clone(x) : sum_to(x, r.kept);
   return keepdim ? s : reshape(s, r.dropped);
 }
 
 Tensor mean(const Tensor& x, const Dims& axes, bool keepdim) {
+  check_defined(x, "mean", "x");
   if (!is_float(x.dtype()))
     throw std::invalid_argument(fmt::format("mean: expected a float32 or float64 tensor, got {} of shape {}",
                                             dtype_name(x.dtype()), x.shape()));
@@ -120,10 +123,12 @@ static Tensor moment(const Tensor& x, const Dims& axes, std::int64_t correction,
 }
 
 Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  check_defined(x, "var", "x");
   return moment(x, axes, correction, keepdim, false, "var");
 }
 
 Tensor std(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  check_defined(x, "std", "x");
   return moment(x, axes, correction, keepdim, true, "std");
 }
 

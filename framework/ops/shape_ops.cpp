@@ -38,6 +38,7 @@ static Tensor scatter_to_zeros(const Tensor& g, const Dims& shape, int axis, std
 }
 
 Tensor to_dtype(const Tensor& x, DType dtype) {
+  check_defined(x, "to_dtype", "x");
   if (x.dtype() == dtype) return x;
   OpTimer timer("to_dtype");
   Tensor out = copy_as(x, dtype);
@@ -50,6 +51,7 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
 }
 
 Tensor clone(const Tensor& x) {
+  check_defined(x, "clone", "x");
   OpTimer timer("clone");
   Tensor out = copy_as(x, x.dtype());
   // forward: y = x (a contiguous copy)      VJP: dx += dy
@@ -92,6 +94,7 @@ static Tensor record_reshape(Tensor out, const char* name, const Tensor& x) {
 }
 
 Tensor reshape(const Tensor& x, const Dims& shape) {
+  check_defined(x, "reshape", "x");
   const Dims s = infer_shape(x.shape(), shape, "reshape");
   // A contiguous input becomes a view; otherwise reshape copies first (like torch.reshape).
   Tensor base = x.is_contiguous() ? x.detach() : copy_as(x, x.dtype());
@@ -99,6 +102,7 @@ Tensor reshape(const Tensor& x, const Dims& shape) {
 }
 
 Tensor view(const Tensor& x, const Dims& shape) {
+  check_defined(x, "view", "x");
   const Dims s = infer_shape(x.shape(), shape, "view");
   const std::optional<Dims> strides = view_strides(x.shape(), x.strides(), s);
   if (!strides)
@@ -108,6 +112,7 @@ Tensor view(const Tensor& x, const Dims& shape) {
 }
 
 Tensor permute(const Tensor& x, const Dims& order) {
+  check_defined(x, "permute", "x");
   const int r = x.dim();
   if (order.size() != r)
     throw std::invalid_argument(fmt::format("permute: order {} does not match a tensor of shape {}", order, x.shape()));
@@ -132,6 +137,7 @@ Tensor permute(const Tensor& x, const Dims& order) {
 }
 
 Tensor transpose(const Tensor& x, int a, int b) {
+  check_defined(x, "transpose", "x");
   const int r = x.dim();
   a = wrap_axis(a, r, "transpose");
   b = wrap_axis(b, r, "transpose");
@@ -142,6 +148,7 @@ Tensor transpose(const Tensor& x, int a, int b) {
 }
 
 Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop) {
+  check_defined(x, "slice", "x");
   axis = wrap_axis(axis, x.dim(), "slice");
   const std::int64_t n = x.shape()[axis];
   if (start < 0 || stop > n || start > stop)
@@ -151,6 +158,7 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop) {
 }
 
 Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, std::int64_t step) {
+  check_defined(x, "slice", "x");
   axis = wrap_axis(axis, x.dim(), "slice");
   if (step <= 0)
     throw std::invalid_argument(fmt::format("slice: step {} must be positive (axis {} of shape {})", step, axis,
@@ -172,6 +180,7 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, s
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int axis) {
+  for (const Tensor& t : xs) check_defined(t, "concat", "a tensor of xs");
   if (xs.empty()) throw std::invalid_argument("concat: no tensors given");
   const Tensor& first = xs[0];
   axis = wrap_axis(axis, first.dim(), "concat");

@@ -13,6 +13,7 @@
 namespace headgrad::ops {
 
 Tensor softmax(const Tensor& x) {
+  check_defined(x, "softmax", "x");
   if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
   OpTimer timer("softmax");
   Tensor xc = x.contiguous();
@@ -36,6 +37,7 @@ Tensor softmax(const Tensor& x) {
 }
 
 Tensor log_softmax(const Tensor& x) {
+  check_defined(x, "log_softmax", "x");
   if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
   OpTimer timer("log_softmax");
   Tensor xc = x.contiguous();
@@ -83,18 +85,21 @@ static Tensor softmax_along(const Tensor& x, int axis, bool log, const char* nam
 }
 
 Tensor softmax(const Tensor& x, int axis) {
+  check_defined(x, "softmax", "x");
   if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
   axis = wrap_axis(axis, x.dim(), "softmax");
   return axis == x.dim() - 1 ? softmax(x) : softmax_along(x, axis, false, "softmax");
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
+  check_defined(x, "log_softmax", "x");
   if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
   axis = wrap_axis(axis, x.dim(), "log_softmax");
   return axis == x.dim() - 1 ? log_softmax(x) : softmax_along(x, axis, true, "log_softmax");
 }
 
 Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
+  check_defined(x, "logsumexp", "x");
   const ReducedAxes r = reduced_axes(x.shape(), axes, "logsumexp");
   OpTimer timer("logsumexp");
   const Tensor rows = reduced_rows(x, r); // (kept elements, count)

@@ -17,6 +17,7 @@ namespace {
 
 // Op::f(x) -> y and Op::df(x, y) -> dy/dx. The backward keeps x (the input) and y (the output).
 template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* name) {
+  check_defined(x, name, "x");
   OpTimer timer(name);
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
@@ -137,6 +138,7 @@ Tensor abs(const Tensor& x) { return unary(x, Abs{}, "abs"); }
 Tensor sigmoid(const Tensor& x) { return unary(x, Sigmoid{}, "sigmoid"); }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  check_defined(x, "clamp", "x");
   if (!min && !max) throw std::invalid_argument(fmt::format("clamp: give min, max or both (input {})", x.shape()));
   constexpr double inf = std::numeric_limits<double>::infinity();
   return unary(x, Clamp{min.value_or(-inf), max.value_or(inf)}, "clamp");

@@ -33,6 +33,9 @@ Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b, const Dims& 
 } // namespace
 
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  check_defined(cond, "where", "cond");
+  check_defined(a_in, "where", "a_in");
+  check_defined(b_in, "where", "b_in");
   const auto [a, b] = arithmetic_operands(a_in, b_in, "where");
   check_mask(cond, "where", broadcast_shapes(a.shape(), b.shape(), "where"));
   const Dims s = broadcast_shapes(cond.shape(), broadcast_shapes(a.shape(), b.shape(), "where"), "where");
@@ -48,6 +51,8 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_defined(x, "masked_fill", "x");
+  check_defined(mask, "masked_fill", "mask");
   check_mask(mask, "masked_fill", x.shape());
   if (!(broadcast_shapes(mask.shape(), x.shape(), "masked_fill") == x.shape()))
     throw std::invalid_argument(

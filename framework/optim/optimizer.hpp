@@ -1,16 +1,25 @@
 // optimizer.hpp - SGD (momentum, weight decay), Adam and AdamW with PyTorch's update rules,
 // global-norm gradient clipping, and the learning-rate schedule.
 //
-// Update rules (torch.optim, foreach=False, step t starting at 1):
-//   SGD:   g = grad + wd * p;  buf = momentum * buf + g (buf = g at t = 1);  p -= lr * buf
-//   Adam:  g = grad + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-//          p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// Update rules: torch.optim in torch 1.13, the single-tensor path (foreach=False: _single_tensor_sgd,
+// _single_tensor_adam, _single_tensor_adamw in torch/optim/{sgd,adam,adamw}.py), with its
+// arithmetic: every scalar is formed in double as Python forms it (1 - beta1, 1 - beta2, lr / (1 -
+// beta1^t), sqrt(1 - beta2^t), 1 - lr * wd) and rounded once to the parameter's dtype, and the
+// elementwise steps run in the parameter's dtype in PyTorch's order. t is the parameter's own
+// step count (PyTorch's state['step']): it advances only in a step() that finds a gradient on that
+// parameter; a parameter without one is skipped entirely (its moments and step stay as they are).
+//   SGD:   g = grad + wd * p;  buf = momentum * buf + g (buf = g at the parameter's first step);
+//          p -= lr * buf     (dampening 0, no Nesterov)
+//   Adam:  g = grad + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g
+//          p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 //   AdamW: p *= 1 - lr * wd, then Adam's step with wd = 0 (decoupled weight decay)
-// The Adam update is one fused loop per parameter (no temporaries).
+// tests/test_optim_golden.cpp holds all three to PyTorch float32 over 20 steps. The Adam update is
+// one fused loop per parameter (no temporaries).
 #pragma once
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/nn/module.hpp"
@@ -25,17 +34,31 @@ public:
   void zero_grad();
   void set_lr(double lr) { lr_ = lr; }
   double lr() const { return lr_; }
-  std::int64_t steps() const { return t_; }
+  std::int64_t steps() const { return t_; } // step() calls so far
+  // Parameter i's own step count: the step() calls that found a gradient on it (PyTorch's
+  // state['step']); Adam's bias corrections use it.
+  std::int64_t param_steps(std::size_t i) const { return param_steps_.at(i); }
   // Optimizer state as named tensors (for checkpoints), e.g. "exp_avg.blks.0.ffn.dense1.weight",
-  // plus "step" (int64). load_state refuses missing/mismatched entries with invalid_argument.
+  // plus "step" (int64, the step() calls) and, for each parameter whose own count differs from it,
+  // "step.<name>" (int64). A state without "step.<name>" gives that parameter "step": states
+  // written before per-parameter counts existed load unchanged. load_state refuses
+  // missing/mismatched entries with invalid_argument and then changes nothing.
   virtual nn::NamedTensors state() const = 0;
   virtual void load_state(const nn::NamedTensors& state, const std::string& source) = 0;
   const nn::NamedTensors& params() const { return params_; }
 
 protected:
+  void add_step_state(nn::NamedTensors& state) const;
+  // The step counts in `state` ("step", "step.<name>"), checked; commit_steps sets them once
+  // every other entry has been checked too.
+  std::pair<std::int64_t, std::vector<std::int64_t>> read_steps(const nn::NamedTensors& state,
+                                                                  const std::string& source) const;
+  void commit_steps(const std::pair<std::int64_t, std::vector<std::int64_t>>& steps);
+
   nn::NamedTensors params_;
   double lr_ = 1e-3;
   std::int64_t t_ = 0;
+  std::vector<std::int64_t> param_steps_ = std::vector<std::int64_t>(params_.size(), 0);
 };
 
 struct SGDOptions {

@@ -1,14 +1,17 @@
-// make_corpus.cpp - writes the committed seed corpus of fuzz_safetensors (tests/fuzz/corpus/).
-// Valid files come from the project's own writer (encode_safetensors); the edge cases are
-// written byte by byte. Regenerate with:
-//   cmake --build build-fuzz --target fuzz_make_corpus && ./build-fuzz/tests/fuzz/fuzz_make_corpus tests/fuzz/corpus
+// make_corpus.cpp - writes the committed seed corpora of fuzz_safetensors (tests/fuzz/corpus/) and
+// fuzz_checkpoint_metadata (tests/fuzz/corpus_metadata/). Valid inputs come from the project's own
+// writers (encode_safetensors, run_metadata); the edge cases are written byte by byte. Regenerate with:
+//   cmake --build build-fuzz --target fuzz_make_corpus &&
+//   ./build-fuzz/tests/fuzz/fuzz_make_corpus tests/fuzz/corpus tests/fuzz/corpus_metadata
 // (the output is deterministic, so an unchanged writer gives unchanged files).
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "framework/io/safetensors.hpp"
+#include "train/checkpoint.hpp"
 
 using namespace headgrad;
 
@@ -41,12 +44,46 @@ Tensor f32(Dims shape) {
   return t;
 }
 
+// fuzz_checkpoint_metadata's input: "key=value" lines.
+std::string metadata_lines(const std::map<std::string, std::string>& meta) {
+  std::string out;
+  for (const auto& [k, v] : meta) out += k + "=" + v + "\n";
+  return out;
+}
+
+void write_metadata_corpus() {
+  train::RunConfig c;
+  const auto valid = train::run_metadata(c, 0);
+  put("valid_default", metadata_lines(valid));
+  c.task = data::Task::reverse;
+  c.steps = 50;
+  c.lr = 3e-4;
+  put("valid_reverse_step_1200", metadata_lines(train::run_metadata(c, 1200)));
+  auto with = [&](const std::string& key, const std::string& value) {
+    auto m = valid;
+    m[key] = value;
+    return metadata_lines(m);
+  };
+  put("edge_empty", "");
+  put("edge_format_unknown", with("format", "headgrad-checkpoint-0"));
+  put("edge_step_negative", with("step", "-1"));
+  put("edge_step_text", with("step", "12abc"));
+  put("edge_step_huge", with("step", "99999999999999999999999"));
+  auto missing = valid;
+  missing.erase("step");
+  put("edge_step_missing", metadata_lines(missing));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s OUT_DIR [METADATA_OUT_DIR]\n", argv[0]);
     return 2;
+  }
+  if (argc == 3) {
+    dir = argv[2];
+    write_metadata_corpus();
   }
   dir = argv[1];
 

@@ -7,6 +7,7 @@
 // every parameter.
 #include <fmt/format.h>
 
+#include "framework/nn/layers.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
@@ -58,11 +59,13 @@ GradcheckCase module_row(std::string group, std::string name, std::string shapes
   c.shapes = std::move(shapes);
   c.run = [input_shapes, make, forward](const GradcheckOptions& opt) {
     auto module = make();
-    std::vector<Tensor> leaves;
-    for (std::size_t i = 0; i < input_shapes.size(); ++i) leaves.push_back(leaf(input_shapes[i], 100 + i));
-    const std::size_t n_inputs = leaves.size();
-    for (auto& p : module->parameters()) leaves.push_back(p);
-    std::vector<Tensor> inputs(leaves.begin(), leaves.begin() + static_cast<std::ptrdiff_t>(n_inputs));
+    std::vector<Tensor> inputs;
+    NamedTensors leaves; // the inputs as "input i", then the parameters by their dotted names
+    for (std::size_t i = 0; i < input_shapes.size(); ++i) {
+      inputs.push_back(leaf(input_shapes[i], 100 + i));
+      leaves.emplace_back(fmt::format("input {}", i), inputs.back());
+    }
+    for (auto& named : module->named_parameters()) leaves.push_back(named);
     return gradcheck_leaves([&]() { return forward(*module, inputs); }, leaves, opt);
   };
   return c;
@@ -98,6 +101,16 @@ void masked_softmax_rows(std::vector<GradcheckCase>& cases) {
                       [] {
                         Tensor keep = Tensor::from({1, 1, 0, 0, 0, 0}, {1, 2, 3}, DType::bool8);
                         return std::vector{randn({1, 2, 3}, 9), keep};
+                      },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax_keep(x[0], x[1]); }));
+  // 4-D scores (B, H, Tq, Tk), as multi-head attention makes them: every head gets its row's mask
+  cases.push_back(row(kAttention, "masked_softmax 4-D scores, lens [B, Tq]", "[2, 2, 3, 5], lens [2, 3] with a 0",
+                      [] { return std::vector{randn({2, 2, 3, 5}, 12), ints({1, 3, 5, 0, 4, 2}, {2, 3})}; },
+                      [](const std::vector<Tensor>& x) { return ops::masked_softmax(x[0], x[1]); }));
+  cases.push_back(row(kAttention, "masked_softmax_keep 4-D scores, keep per head", "[1, 2, 2, 3], keep [1, 2, 2, 3]",
+                      [] {
+                        Tensor keep = Tensor::from({1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 1, 0}, {1, 2, 2, 3}, DType::bool8);
+                        return std::vector{randn({1, 2, 2, 3}, 13), keep};
                       },
                       [](const std::vector<Tensor>& x) { return ops::masked_softmax_keep(x[0], x[1]); }));
 }
@@ -287,6 +300,23 @@ void layer_rows(std::vector<GradcheckCase>& cases) {
       [](models::TransformerEncoderBlock& m, const std::vector<Tensor>& x) { return m.forward(x[0], ints({3, 2}, {2})); }));
 }
 
+// nn::Sequential built in float32 and converted with Module::to(float64), as a user checks a
+// float32 block of their own: w.r.t. the input and every parameter, reported by name ("0.weight").
+void sequential_rows(std::vector<GradcheckCase>& cases) {
+  cases.push_back(module_row(
+      kLayers, "Sequential Linear GELU LayerNorm Linear, float32 made float64 by Module::to",
+      "x [2, 3, 4], 4 -> 6 -> 3", {{2, 3, 4}},
+      [] {
+        Generator g(81);
+        auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 6, true, g), std::make_shared<nn::GELU>(),
+                                                    std::make_shared<nn::LayerNorm>(6),
+                                                    std::make_shared<nn::Linear>(6, 3, true, g));
+        seq->to(f64);
+        return seq;
+      },
+      [](nn::Sequential& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
+}
+
 // The whole reference model: logits and the masked loss w.r.t. every parameter.
 void model_rows(std::vector<GradcheckCase>& cases) {
   auto make_model = [] {
@@ -375,6 +405,7 @@ std::vector<GradcheckCase> model_gradcheck_cases() {
   multi_head_attention_rows(cases);
   fused_attention_rows(cases);
   layer_rows(cases);
+  sequential_rows(cases);
   model_rows(cases);
   gpt_rows(cases);
   return cases;

@@ -1,0 +1,171 @@
+// SGD, Adam and AdamW against torch.optim (torch 1.13, foreach=False) in float32: 20 steps on three
+// parameters, one of which has no gradient in some steps (fixture: tests/reference/fixtures/
+// optim_steps.safetensors, written by tests/reference/make_optim_fixture.py). Every parameter after
+// every step must be within 1e-6 relative of PyTorch's; the per-parameter step counts must be
+// PyTorch's too, and survive state() / load_state mid-run.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "framework/io/safetensors.hpp"
+#include "framework/optim/optimizer.hpp"
+#include "tests/golden_compare.hpp"
+#include "tests/test_support.hpp"
+
+using namespace headgrad;
+
+namespace {
+
+const char* const kNames[] = {"a", "b", "c"};
+constexpr int kSteps = 20;
+
+struct Fixture {
+  io::SafetensorsFile file;
+  Tensor get(const std::string& name) const {
+    for (const auto& [n, t] : file.tensors)
+      if (n == name) return t;
+    return Tensor();
+  }
+};
+
+const Fixture& fixture() {
+  static const Fixture f{io::load_safetensors(golden::fixture_path("optim_steps"))};
+  return f;
+}
+
+// Fresh float32 leaves holding the fixture's starting values.
+nn::NamedTensors fresh_params() {
+  nn::NamedTensors ps;
+  for (const char* n : kNames) ps.emplace_back(n, golden::leaf_copy(fixture().get(std::string("init.") + n)));
+  return ps;
+}
+
+std::unique_ptr<optim::Optimizer> make(const std::string& which, const nn::NamedTensors& ps) {
+  if (which == "sgd") return std::make_unique<optim::SGD>(ps, optim::SGDOptions{0.1, 0.9, 0.01});
+  if (which == "adam") return std::make_unique<optim::Adam>(ps, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.01, false});
+  return std::make_unique<optim::Adam>(ps, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.1, true});
+}
+
+// Sets each parameter's gradient for `step` as the fixture has it: a copy, or none at all.
+// zero_for_missing gives a zero gradient instead of none (the negative control).
+void set_grads(const nn::NamedTensors& ps, int step, bool zero_for_missing = false) {
+  for (const auto& [n, p] : ps) {
+    Tensor g = fixture().get(fmt::format("grad.{}.{}", step, n));
+    if (!g.defined() && zero_for_missing) g = Tensor::zeros(p.shape());
+    Tensor(p).zero_grad();
+    if (g.defined()) p.impl()->grad = g.clone().impl_ptr();
+  }
+}
+
+} // namespace
+
+TEST_CASE("optimizers match torch.optim float32 over 20 steps with a parameter that has no gradient in some") {
+  // numpy.isclose with rtol 1e-6 and atol 1e-7 (float32's spacing near 1 is 1.2e-7: an entry
+  // crossing zero has no meaningful relative error)
+  const golden::Tolerance tol{1e-7, 1e-6, false};
+  for (const std::string which : {"sgd", "adam", "adamw"}) {
+    CAPTURE(which);
+    golden::Report report("optim_steps " + which);
+    const nn::NamedTensors ps = fresh_params();
+    auto opt = make(which, ps);
+    double max_rel = 0;
+    for (int step = 1; step <= kSteps; ++step) {
+      set_grads(ps, step);
+      opt->step();
+      for (const auto& param : ps) {
+        const std::string name = fmt::format("{}.{}.{}", which, step, param.first);
+        const Tensor want = fixture().get(name);
+        const golden::Result r = golden::compare(name, param.second, want, tol);
+        if (step % 5 == 0 || step == 1) report.expect(name, param.second, want, tol); // printed: steps 1, 5, 10, ...
+        else CHECK_MESSAGE(r.ok, r.line);
+        max_rel = std::max(max_rel, r.max_rel);
+      }
+    }
+    report.summary();
+    MESSAGE(which << ": max relative difference over 20 steps and 3 parameters " << max_rel);
+    // PyTorch's state['step'] per parameter: c had no gradient in 7 steps, b in 3
+    CHECK(opt->steps() == kSteps);
+    CHECK(opt->param_steps(0) == kSteps);
+    CHECK(opt->param_steps(1) == kSteps - 3);
+    CHECK(opt->param_steps(2) == kSteps - 7);
+  }
+}
+
+TEST_CASE("optimizers: a zero gradient is not a missing one (negative control)") {
+  // Treating "no gradient" as a zero gradient advances c's step and decays its moments: Adam's
+  // trajectory for c must then leave the fixture's.
+  golden::Report report("optim_steps adam, zero instead of no gradient");
+  const nn::NamedTensors ps = fresh_params();
+  auto opt = make("adam", ps);
+  for (int step = 1; step <= kSteps; ++step) {
+    set_grads(ps, step, /*zero_for_missing=*/true);
+    opt->step();
+  }
+  report.expect_mismatch("adam.20.c", ps[2].second, fixture().get("adam.20.c"), {1e-7, 1e-6, false});
+  report.expect("adam.20.a", ps[0].second, fixture().get("adam.20.a"), {1e-7, 1e-6, false}); // a always had one
+}
+
+TEST_CASE("optimizers: per-parameter steps survive state() and load_state mid-run") {
+  for (const std::string which : {"sgd", "adam", "adamw"}) {
+    CAPTURE(which);
+    const nn::NamedTensors ps = fresh_params();
+    auto opt = make(which, ps);
+    for (int step = 1; step <= 10; ++step) {
+      set_grads(ps, step);
+      opt->step();
+    }
+    // after 10 steps: b missed steps 8-10, c missed 1, 4, 7, 10
+    const auto state = opt->state();
+    std::set<std::string> names;
+    for (const auto& [n, t] : state) names.insert(n);
+    CHECK(names.count("step") == 1);
+    CHECK(names.count("step.a") == 0); // equal to "step": not stored
+    CHECK(names.count("step.b") == 1);
+    CHECK(names.count("step.c") == 1);
+
+    // a fresh optimizer on copies, given deep copies of the state (as from a checkpoint file)
+    nn::NamedTensors qs;
+    for (const auto& [n, p] : ps) qs.emplace_back(n, golden::leaf_copy(p));
+    auto opt2 = make(which, qs);
+    nn::NamedTensors copy;
+    for (const auto& [n, t] : state) copy.emplace_back(n, t.clone());
+    opt2->load_state(copy, "mid.st");
+    CHECK(opt2->param_steps(1) == 7);
+    CHECK(opt2->param_steps(2) == 6);
+    for (int step = 11; step <= kSteps; ++step) {
+      set_grads(ps, step);
+      set_grads(qs, step);
+      opt->step();
+      opt2->step();
+    }
+    for (std::size_t i = 0; i < ps.size(); ++i) CHECK(ps[i].second.to_vector() == qs[i].second.to_vector());
+  }
+}
+
+TEST_CASE("optimizers: a state with one step count (written before per-parameter counts) still loads") {
+  const nn::NamedTensors ps = fresh_params();
+  auto opt = make("adam", ps);
+  nn::NamedTensors old_state;
+  for (const auto& [n, t] : opt->state())
+    if (n == "step") old_state.emplace_back(n, Tensor::from_ints({4}, {}));
+    else old_state.emplace_back(n, t.clone());
+  opt->load_state(old_state, "old.st");
+  CHECK(opt->steps() == 4);
+  for (std::size_t i = 0; i < ps.size(); ++i) CHECK(opt->param_steps(i) == 4);
+  // and a negative per-parameter count is refused, naming the entry
+  old_state.emplace_back("step.b", Tensor::from_ints({-1}, {}));
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { opt->load_state(old_state, "old.st"); }),
+                               "'step.b'"));
+  CHECK(opt->param_steps(1) == 4); // refused: nothing changed
+}
+
+TEST_CASE("optimizers refuse an undefined parameter by name") {
+  const nn::NamedTensors ps = {{"w", Tensor()}};
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { make("sgd", ps); }), "SGD: w"));
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { make("adam", ps); }), "Adam: w"));
+  CHECK(test_support::contains(
+      test_support::error_of<std::invalid_argument>([] { optim::clip_grad_norm({Tensor()}, 1.0); }), "clip_grad_norm"));
+}
