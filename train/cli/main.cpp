@@ -23,7 +23,7 @@ constexpr const char* kUsage =
     "usage: headgrad <command> [flags]\n"
     "\n"
     "commands:\n"
-    "  train       train the reference attention model on a toy task (see headgrad train --help)\n"
+    "  train       train the attention model on a toy task, or a character LM on text (headgrad train --help)\n"
     "  eval        held-out accuracy and examples of a checkpoint (headgrad eval --checkpoint FILE)\n"
     "  gradcheck   run the float64 gradient-check table over every op and model\n"
     "  explain     multi-head attention on a tiny example: every tensor, every gradient, the gradcheck\n"

@@ -231,7 +231,8 @@ int train_command(int argc, char** argv) {
   if (!request) {
     if (speaks)
       fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
-                 "encoder + output layer) on a toy task,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
+                 "encoder + output layer) on a toy task,\nor with --task text a causal character language model "
+                 "(models/gpt.hpp) on a text file,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
                  "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\nUnder mpirun "
                  "or srun the ranks train it data-parallel: --batch is the global batch.\n\nflags:\n{}\nwith --task "
                  "text (a causal language model on --text; nanoGPT's shakespeare_char recipe at its CPU size) the "
