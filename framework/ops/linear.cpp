@@ -17,6 +17,8 @@ struct LinearDims {
 };
 
 LinearDims check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  check_defined(x, op, "x");
+  check_defined(weight, op, "weight");
   if (weight.dim() != 2)
     throw std::invalid_argument(fmt::format("{}: weight must be (out, in), got {}", op, weight.shape()));
   const std::int64_t out_f = weight.shape()[0], in_f = weight.shape()[1];
@@ -69,8 +71,6 @@ void linear_backward(Node& n, const Tensor& dy, const LinearDims& d) {
 } // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_defined(x, "linear", "x");
-  check_defined(weight, "linear", "weight");
   const LinearDims d = check_linear(x, weight, bias, "linear");
   OpTimer timer("linear");
   const Tensor xc = x.contiguous(), wc = weight.contiguous();
@@ -80,8 +80,6 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_defined(x, "linear_relu", "x");
-  check_defined(weight, "linear_relu", "weight");
   const LinearDims d = check_linear(x, weight, bias, "linear_relu");
   OpTimer timer("linear_relu");
   const Tensor xc = x.contiguous(), wc = weight.contiguous();
