@@ -25,6 +25,7 @@
 #include "framework/nn/layers.hpp"         // Linear, LayerNorm, Embedding, Dropout, ReLU, GELU
 #include "framework/optim/optimizer.hpp"   // SGD, Adam, AdamW, clipping, schedules
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
+#include "framework/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
 #include "framework/runtime/threads.hpp"   // set_threads, BLAS info
 
 // ---- tools -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/data_parallel.hpp"
 #include "framework/io/safetensors.hpp"
+#include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
 #include "tests/mpi/user_module.hpp"
 #include "train/rank_checks.hpp"
@@ -130,6 +131,8 @@ int drift_mode() {
 } // namespace
 
 int main(int argc, char** argv) {
+  // the headgrad command's start-up path: the tests compare this program's bits with the command's
+  runtime::configure(argc, argv);
   distributed::Session mpi(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "";
   try {

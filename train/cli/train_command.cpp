@@ -12,8 +12,8 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/profiler.hpp"
+#include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
-#include "train/cli/blas_core.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
 #include "train/cli/run_config_flags.hpp"
@@ -141,7 +141,7 @@ std::optional<TrainRequest> train_request_on_every_rank(Args& args, int argc, ch
 
 void print_banner(const train::TrainOptions& o) {
   const auto blas = runtime::blas_info();
-  const std::string notice = blas_core_notice();
+  const std::string notice = runtime::startup_notice();
   if (!notice.empty()) fmt::print(stderr, "{}\n", notice);
   if (o.quiet || o.json) return;
   const train::RunConfig& c = o.run;
