@@ -99,7 +99,8 @@ struct CheckRun {
 CheckRun run_check(const CheckBlock& b, const fs::path& root, int n) {
   const std::string out = (root / fmt::format("check{}.out", n)).string();
   const std::string err = (root / fmt::format("check{}.err", n)).string();
-  const int rc = test_support::wait_for(test_support::spawn({"/bin/sh", "-ec", b.script}, out, err, root.string()), 300);
+  const pid_t pid = test_support::spawn({"/bin/sh", "-ec", b.script}, out, err, root.string());
+  const int rc = test_support::wait_for(pid, 300);
   return {rc, test_support::read_file(out), test_support::read_file(err)};
 }
 

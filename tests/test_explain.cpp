@@ -118,8 +118,10 @@ TEST_CASE("explain --svg: every row of panels has its own column titles") {
   // each panel's group is titled "<row title> <panel title>"
   for (const char* panel : {"projections Q (Tq x num_hiddens)", "projections K (Tk x num_hiddens)",
                             "head 0 (cols 0..1) Qh (Tq x d)", "head 1 (cols 2..3) Kh (Tk x d)",
-                            "head 1 (cols 2..3) P (Tq x Tk), the weights", "head 0 (cols 0..1) O (Tq x d), the head's output",
-                            "output C (Tq x num_hiddens) = transpose_output(O)", "output Y = W_o(C) (Tq x num_hiddens)"}) {
+                            "head 1 (cols 2..3) P (Tq x Tk), the weights",
+                            "head 0 (cols 0..1) O (Tq x d), the head's output",
+                            "output C (Tq x num_hiddens) = transpose_output(O)",
+                            "output Y = W_o(C) (Tq x num_hiddens)"}) {
     INFO(panel);
     CHECK(svg.find(std::string("<g><title>") + panel + "</title>") != std::string::npos);
   }
@@ -404,7 +406,8 @@ TEST_CASE("explain --fused: per head dP, dS and D = rowsum(dO * O), equal to row
   REQUIRE(dS.size() == 12);
   CHECK(max_abs(dS, std::vector<double>(staged.begin(), staged.begin() + 12)) <= 1e-12);
   o.dropout = 0.5;
-  CHECK_THROWS_WITH_AS(explain::run(o), "--fused: the fused attention op has no dropout (leave out --dropout or --fused)",
+  CHECK_THROWS_WITH_AS(explain::run(o),
+                       "--fused: the fused attention op has no dropout (leave out --dropout or --fused)",
                        std::invalid_argument);
 }
 
@@ -426,7 +429,8 @@ TEST_CASE("explain --svg: numbers in panels up to 8 x 8, masked entries hatched,
   std::size_t cells = 0;
   for (const auto& row : explain::explain_grid(e, stages).rows)
     for (const auto& m : row.maps) cells += static_cast<std::size_t>(m.values.numel());
-  const std::size_t masked = test_support::count_of(svg, "height=\"20\" fill=\"url(#masked)\"/>"); // cells, not the legend
+  // hatched cells (20 high), not the legend's swatch
+  const std::size_t masked = test_support::count_of(svg, "height=\"20\" fill=\"url(#masked)\"/>");
   CHECK(masked == 2 * 3 * 3); // 2 heads x 3 panels (S, P, dS) x 3 queries at key 3
   CHECK(test_support::count_of(svg, "font-size=\"8\" text-anchor=\"middle\"") == cells - 2 * 2 * 3);
   CHECK(test_support::contains(svg, "hatched: masked"));

@@ -154,7 +154,8 @@ std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const
     flat += (i ? " " : "") + lines[i];
   }
   const auto v = map.values.to_vector();
-  const std::vector<std::int64_t> masked = map.masked.defined() ? map.masked.to_int_vector() : std::vector<std::int64_t>{};
+  const std::vector<std::int64_t> masked =
+      map.masked.defined() ? map.masked.to_int_vector() : std::vector<std::int64_t>{};
   const bool own = is_signed(grid, map), numbers = shows_numbers(grid, map);
   const double scale = own ? signed_scale(grid, map) : 1; // signed: the largest |value| at full colour
   const Cell cell = cell_of(grid, map);
@@ -165,9 +166,9 @@ std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const
       const double w = v[at];
       const bool is_masked = !masked.empty() && masked[at] != 0;
       const int x0 = mx + static_cast<int>(j) * cell.w, y0 = my + static_cast<int>(i) * cell.h;
-      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>[{}, {}] = {}{}</title></rect>\n",
-                       x0, y0, cell.w, cell.h, own ? signed_color(w / scale) : weight_color(w), i, j, fixed(w, 4),
-                       is_masked ? " (masked)" : "");
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>[{}, {}] = {}{}</title></rect>\n", x0, y0,
+          cell.w, cell.h, own ? signed_color(w / scale) : weight_color(w), i, j, fixed(w, 4), is_masked ? " (masked)" : "");
       if (is_masked)
         s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#masked)\"/>\n", x0, y0, cell.w,
                          cell.h);

@@ -32,12 +32,15 @@ int explain_command(int argc, char** argv) {
                         {"fused", Kind::flag, "false",
                          "also the fused kernel's backward per head: dP, D = rowsum(dO * O) = rowsum(dP * P), dS, "
                          "and ops::attention's gradients"},
-                        {"svg", Kind::text, "", "also draw every stage and each head's gradients to this SVG", "FILE"},
+                        {"svg", Kind::text, "",
+                         "also draw every stage and each head's gradients to this SVG (numbers in panels up to 8x8, "
+                         "masked entries hatched)",
+                         "FILE"},
                         {"shared-scale", Kind::flag, "false",
                          "--svg: one colour scale for all signed panels (default: each panel its own)"},
                         {"graph", Kind::text, "",
-                         "also write the autograd graph (op, shape, gradient norm per node) as DOT, and SVG when "
-                         "Graphviz's dot is installed",
+                         "also write the autograd graph (per node what it holds, op, shape, gradient norm; data and "
+                         "grad of tensors of at most 8 elements) as DOT, and SVG when Graphviz's dot is installed",
                          "FILE"},
                         {"fixture", Kind::text, "",
                          "use inputs/weights from a PyTorch fixture (tests/reference); gradients are printed "

@@ -95,7 +95,8 @@ void fill_random(Example& e, const ExplainOptions& o, Generator& gen) {
     std::vector<std::int64_t> t;
     for (std::int64_t i = 0; i < e.B * e.Tq; ++i) t.push_back(static_cast<std::int64_t>(gen.below(e.h)));
     e.targets = Tensor::from_ints(t, {e.B, e.Tq});
-    e.loss_mask = ops::sequence_mask(Tensor::from_ints(std::vector<std::int64_t>(static_cast<std::size_t>(e.B), o.valid_len), {e.B}), e.Tq);
+    const std::vector<std::int64_t> lens(static_cast<std::size_t>(e.B), o.valid_len);
+    e.loss_mask = ops::sequence_mask(Tensor::from_ints(lens, {e.B}), e.Tq);
   }
   if (e.p > 0) { // as ops::dropout draws its mask: an entry is dropped with probability p
     e.drop_mask = Tensor::zeros({e.B * e.H, e.Tq, e.Tk}, f64);

@@ -92,8 +92,8 @@ void attend(const Example& e, Stages& s, TensorPrinter& p) {
   s.weights_in = leaf_of(s.weights);
   Tensor weighted = s.weights_in;
   if (e.p > 0) {
-    p.tensor(fmt::format("dropout mask m (1 keeps, 0 drops: each with probability p = {})", e.p), e.drop_mask.to(DType::i64),
-             "(B*H, Tq, Tk), fixed, so every run and the gradient check see the same");
+    p.tensor(fmt::format("dropout mask m (1 keeps, 0 drops: each with probability p = {})", e.p),
+             e.drop_mask.to(DType::i64), "(B*H, Tq, Tk), fixed, so every run and the gradient check see the same");
     s.dropped = ops::dropout_with_mask(s.weights_in, e.drop_mask, e.p);
     p.tensor("A = dropout(P) = P * m / (1 - p)", s.dropped,
              fmt::format("1/(1 - p) = {}: a kept weight is scaled up, so A's expected value is P",
