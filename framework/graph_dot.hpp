@@ -7,6 +7,7 @@
 // as micrograd's nodes show data and grad.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
