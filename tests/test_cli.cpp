@@ -354,7 +354,10 @@ TEST_CASE("eval --svg draws the attention weights of any held-out example") {
   const std::int64_t len = set.valid_lens.to_int_vector()[7];
   const std::string svg = read_file(dir / "ex7.svg");
   CHECK(svg_check::well_formed(svg) == "");
-  CHECK(contains(svg, "step 5, held-out example 7: " + data::format_sequence(set.tokens, 7, len) + " -&gt; "));
+  // the title says which tokens are the input, the target and the prediction
+  CHECK(contains(svg, "step 5, held-out example 7: input " + data::format_sequence(set.tokens, 7, len) +
+                          " (rows: queries, columns: keys), target " + data::format_sequence(set.targets, 7, len) +
+                          ", prediction "));
   // one map per layer and head (1 layer, 2 heads), each len x len
   CHECK(test_support::count_of(svg, "<g><title>layer 0 head ") == 2);
   CHECK(test_support::count_of(svg, "</title></rect>") == static_cast<std::size_t>(2 * len * len));

@@ -23,9 +23,11 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& eval_s
   model.keep_attention_weights(false);
   model.train();
   HeatmapGrid grid;
-  grid.title = fmt::format("attention weights, task {}, step {}, held-out example {}: {} -> {}", data::task_name(task),
-                           step, example,
-                           data::format_sequence(one.tokens, 0, len),
+  // which tokens are which: the rows and columns are the input's, the model should output the target
+  grid.title = fmt::format("attention weights, task {}, step {}, held-out example {}: input {} (rows: queries, "
+                           "columns: keys), target {}, prediction {}",
+                           data::task_name(task), step, example, data::format_sequence(one.tokens, 0, len),
+                           data::format_sequence(one.targets, 0, len),
                            data::format_sequence(data::argmax_last(logits), 0, len));
   const auto toks = one.tokens.to_int_vector();
   for (std::int64_t j = 0; j < len; ++j) {
