@@ -366,6 +366,24 @@ TEST_CASE("a stopped rank (SIGSTOP) ends the job after --rank-timeout with one l
   CHECK(contains(lines[0], "(rank 0 of 2; ending the job)"));
 }
 
+TEST_CASE("a collective gives up after the rank timeout - the lowest live rank names the silent one" *
+          doctest::test_suite("mpi")) {
+  TempDir dir;
+  std::vector<std::string> argv = mpirun(3);
+  argv.insert(argv.end(), {HEADGRAD_MPI_RANK_PROGRAM, "stall"});
+  const auto started = std::chrono::steady_clock::now();
+  const Result r = run(argv, dir);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc != 0);
+  CHECK(seconds < 30); // (the silent rank sleeps 60 s)
+  // rank 1 waits for rank 0 (its pair), rank 0 for rank 2: the survey, not the partner, names the
+  // silent rank, and rank 0, the lowest live one, reports it
+  CHECK(contains(r.out, "rank 0 gave up: a collective waited 1 s (the rank timeout) for the other ranks: rank 2 did "
+                        "not answer (stopped, hung or cut off) [silent: 2]"));
+  CHECK_FALSE(contains(r.out, "no timeout"));
+}
+
 TEST_CASE("ranks that read different texts under the same vocabulary are refused" * doctest::test_suite("mpi")) {
   TempDir dir;
   // the same file name, other contents on each "machine" (working directory), the same characters

@@ -11,8 +11,14 @@
 //   different-modules                  rank 1 builds another module: DataParallel must refuse
 //   drift                              rank 1 changes one parameter by one ulp: check_no_drift
 //                                      must name it on every rank
+//   stall                              the last rank sleeps (busy, answering nothing) while the
+//                                      others sum with a rank timeout of 1 s: rank 0 must give up
+//                                      naming it, and end the job
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
+#include <vector>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <string>
@@ -132,6 +138,26 @@ int drift_mode() {
   return 1;
 }
 
+int stall_mode() {
+  distributed::set_rank_timeout(1);
+  if (distributed::rank() == distributed::size() - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60)); // the job ends before
+    return 1;
+  }
+  std::vector<float> x(1000, 1.0f);
+  try {
+    distributed::allreduce_sum(x.data(), static_cast<std::int64_t>(x.size()));
+  } catch (const distributed::RankTimeout& e) {
+    std::string silent;
+    for (int r : e.silent) silent += " " + std::to_string(r);
+    std::printf("rank %d gave up: %s [silent:%s]\n", distributed::rank(), e.what(), silent.c_str());
+    std::fflush(stdout);
+    distributed::abort_job(3);
+  }
+  std::printf("rank %d: no timeout\n", distributed::rank());
+  return 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -143,6 +169,7 @@ int main(int argc, char** argv) {
     if (mode == "user-module" && argc == 4) return user_module_mode(argv[2], std::stoll(argv[3]));
     if (mode == "different-modules") return different_modules_mode();
     if (mode == "drift") return drift_mode();
+    if (mode == "stall") return stall_mode();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", distributed::rank(), e.what());
     distributed::abort_job(1);

@@ -31,7 +31,9 @@ std::vector<FlagSpec> train_flags() {
   std::vector<FlagSpec> flags = run_config_flags(RunFields::all);
   const std::string cores = std::to_string(runtime::available_cores());
   flags.insert(flags.end(), {
-      {"threads", Kind::integer, cores, "threads for all compute (OpenMP; gemms are split over them)"},
+      {"threads", Kind::integer, cores,
+       "threads for all compute: in training each runs shards of the batch (see --shards), in evaluation the ops "
+       "are split over them (OpenMP)"},
       {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
       {"eval-count", Kind::integer, "1000", "held-out sequences to evaluate on"},
       {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
