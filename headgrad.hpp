@@ -35,6 +35,9 @@
 // ---- data parallelism (MPI when headgrad was built with it) -----------------------------------
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
+#include "framework/distributed/shard_tree.hpp"       // the one order shards' sums are added in
+#include "framework/distributed/tree_allreduce.hpp"   // the all-reduce that keeps it across ranks
+#include "framework/distributed/shard_gradients.hpp"  // a rank's shards summed in it
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/data_parallel.hpp"
 
