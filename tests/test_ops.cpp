@@ -522,11 +522,9 @@ TEST_CASE("ops: errors name the op and the shapes") {
   CHECK(invalid_arg([&] { ops::sum_to(a23, {4}); }) == "sum_to: shapes [4] and [2, 3] cannot be broadcast");
   CHECK(invalid_arg([&] { ops::sum_to(a23, {5, 2, 3}); }) == "sum_to: shape [5, 2, 3] does not broadcast to [2, 3]");
 
-  // softmax
-  CHECK(invalid_arg([&] { ops::softmax(Tensor::zeros({}, DType::f64)); }) ==
-        "softmax: needs at least one axis, got a scalar");
-  CHECK(invalid_arg([&] { ops::log_softmax(Tensor::zeros({}, DType::f64)); }) ==
-        "log_softmax: needs at least one axis, got a scalar");
+  // softmax (a 0-d x is one row of one element, as PyTorch: see test_op_semantics.cpp)
+  CHECK(invalid_arg([&] { ops::softmax(Tensor::zeros({}, DType::f64), 1); }) ==
+        "softmax: axis 1 is out of range for a 0-d tensor (0 or -1)");
   CHECK(invalid_arg([&] { ops::softmax(Tensor::zeros({2}, DType::i64)); }) ==
         "softmax: expected a float32 or float64 tensor, got int64");
 

@@ -123,7 +123,10 @@ ValuesIndices topk(const Tensor& x, std::int64_t k, int axis = -1, bool largest 
 
 // ---- softmax family (softmax.cpp) -----------------------------------------------------------
 // Difference: a row that is all -inf gives zeros and a zero gradient (PyTorch: NaN), the same
-// convention as masked_softmax's empty rows. log_softmax gives NaN there, as PyTorch.
+// convention as masked_softmax's empty rows. log_softmax gives NaN there, as PyTorch. A row
+// holding a NaN or +inf is NaN throughout, as PyTorch. log_softmax is (x - max) - log sum
+// exp(x - max), PyTorch's order, exact to rounding at large logits. A 0-d x is one row of one
+// element (softmax 1, log_softmax 0, as PyTorch; axis 0 or -1).
 Tensor softmax(const Tensor& x);     // over the last axis
 Tensor log_softmax(const Tensor& x); // over the last axis
 Tensor softmax(const Tensor& x, int axis);
