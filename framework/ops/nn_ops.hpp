@@ -72,9 +72,13 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 
 // ---- layer norm (layer_norm.cpp) --------------------------------------------------------------
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as PyTorch).
-// weight and bias may each be undefined (no affine parameters: 1 and 0, as PyTorch's None).
+// weight and bias may each be undefined (no affine parameters: 1 and 0, as PyTorch's None). An
+// empty last axis (D = 0) gives an empty result, as PyTorch. A row of finite values whose squared
+// deviations overflow (float32 from |x| ~ 1e19, float64 from 1e154) is normalised exactly, by a
+// rescaled variance, where PyTorch returns NaN; a row holding an infinity or NaN gives NaN.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-// layer_norm(x + y, ...) as one op (d2l's AddNorm: a residual connection and its norm).
+// layer_norm(x + y, ...) as one op (d2l's AddNorm: a residual connection and its norm); weight and
+// bias optional, as for layer_norm.
 Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 // ---- dropout (dropout.cpp) --------------------------------------------------------------------
