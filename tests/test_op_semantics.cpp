@@ -398,3 +398,37 @@ TEST_CASE("float32 with a 0-d float64 computes in float32, as PyTorch; the scala
   CHECK_THROWS_AS(a.detach() + Tensor::from({1, 2}, {2}, DType::f64), std::invalid_argument);
   CHECK_THROWS_AS(Tensor::from({1}, {}, DType::f32) + s.detach(), std::invalid_argument);
 }
+
+// ---- documented differences (framework/ops/DERIVATIVES.md) -------------------------------------
+
+TEST_CASE("documented difference: the flash path skips masked keys past every kept prefix, NaN ones too") {
+  // Causal, T = 384: the last key is masked for every query but the last. A NaN in its value
+  // reaches every query's output through 0 * NaN on the keep-P path (as in PyTorch's matmul);
+  // the flash tiles of the first queries never reach that key, so their rows stay finite.
+  const std::int64_t T = 384, C = 4;
+  REQUIRE(kernels::flash_attention_pays(T, T, C));
+  Tensor q = randn({1, T, C}, 1), k = randn({1, T, C}, 2), v = randn({1, T, C}, 3);
+  v.data<double>()[(T - 1) * C] = kNaN;
+  ops::AttentionMask m;
+  m.causal = true;
+  Tensor w;
+  const V keep_p = ops::attention(q, k, v, 1, m, &w).to_vector(), flash = ops::attention(q, k, v, 1, m).to_vector();
+  CHECK(std::isnan(keep_p[0]));      // query 0: weight 0 on the NaN value, 0 * NaN
+  CHECK(std::isfinite(flash[0]));    // flash: not read
+  CHECK(std::isnan(flash[(T - 1) * C])); // the last query keeps it: NaN on both paths
+  CHECK(std::isnan(keep_p[(T - 1) * C]));
+}
+
+TEST_CASE("documented difference: a cross_entropy position with weight 0 is not read, NaN logits included") {
+  Tensor x = leaf({kNaN, 1, 2, 1, 2, 3}, {2, 3});
+  ops::CrossEntropyOptions o;
+  o.reduction = ops::Reduction::sum;
+  Tensor loss = ops::cross_entropy(x, Tensor::from_ints({-100, 1}, {2}), o); // position 0 ignored
+  CHECK(std::isfinite(loss.item()));
+  loss.backward();
+  const V g = x.grad().to_vector();
+  CHECK(g[0] == 0); // PyTorch: NaN (log_softmax's backward, 0 - NaN * 0)
+  CHECK(g[1] == 0);
+  CHECK(g[2] == 0);
+  CHECK(std::isfinite(g[4]));
+}

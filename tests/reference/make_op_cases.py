@@ -17,9 +17,17 @@ random tensor stored alongside. Shapes include size-0 and size-1 axes; many floa
 NaN, +-inf, signed zeros and huge or tiny values.
 
 Where headgrad documents a difference from PyTorch (framework/ops/DERIVATIVES.md), the generator
-avoids that input rather than encoding the difference: a softmax row of nothing but -inf, a mean,
-var or std over an empty axis, a cross-entropy mean with nothing counted, a masked softmax with a
-zero length, float32 mixed with float64 in arithmetic, integer-only arithmetic.
+avoids that input rather than encoding the difference: a softmax row of nothing but -inf (or a
+masked row keeping only -inf keys), a mean, var or std over an empty axis, a cross-entropy mean
+with nothing counted, a masked softmax with a zero length, float32 mixed with float64 in
+arithmetic (both dimensioned or both 0-d), integer-only arithmetic, float32 gradients of 1e19 and
+more for clip_grad_norm. One is encoded instead, because headgrad's answer is the exact one:
+layer norm rows whose squared deviations overflow, whose reference is PyTorch's layer_norm of the
+row scaled by a power of two (t_layer_norm's ref_exp).
+
+The families of the second round (softmax_special, large_logits, layer_norm_overflow, clip,
+correction, accepted) come after all the others, each drawing from the one random stream in turn,
+so that adding them left every earlier case (and its offsets) as it was.
 
 File layout (safetensors, written with make_fixtures.write_safetensors):
   data.f32, data.f64, data.i64   every tensor's elements, back to back, in one flat tensor per
