@@ -23,7 +23,8 @@
 //   - the gradient of an input is compared with the tensor under its view chain; an input L
 //     does not depend on must get no gradient or an all-zero one.
 // The cases avoid the documented differences (framework/ops/DERIVATIVES.md), so nothing is
-// excused here.
+// excused here; the one they encode instead, layer norm rows whose squares overflow, has PyTorch's
+// layer norm of the rescaled row as its reference (make_op_cases.py's t_layer_norm).
 #include <doctest/doctest.h>
 
 #include <cmath>
