@@ -218,8 +218,8 @@ TEST_CASE("fused attention: keys = values (one tensor) gets both gradients, and 
   check_close(fused, y.grad().to_vector(), 1e-12);
   CHECK_THROWS_AS(ops::attention(q, y, y, 3, m), std::invalid_argument);                      // 4 % 3
   CHECK_THROWS_AS(ops::attention(q, randn({2, 5, 4}, 1), y, 2), std::invalid_argument);        // Tk differs
-  ops::AttentionMask too_long;
-  too_long.valid_lens = Tensor::from_ints({5, 1}, {2});
-  CHECK_THROWS_AS(ops::attention(q, y, y, 2, too_long), std::invalid_argument); // len > Tk
+  ops::AttentionMask negative;
+  negative.valid_lens = Tensor::from_ints({-1, 1}, {2});
+  CHECK_THROWS_AS(ops::attention(q, y, y, 2, negative), std::invalid_argument); // len < 0 (len > Tk keeps all keys)
   CHECK_THROWS_AS(ops::self_attention(randn({2, 3, 8}, 1), 2), std::invalid_argument);         // 8 % (3 * 2)
 }

@@ -95,3 +95,25 @@ TEST_CASE("lane reductions equal the long-double sums for every length 0..70") {
     CHECK(kernels::max_lanes(x.data(), n) == m);
   }
 }
+
+TEST_CASE("max_lanes is -inf only when no element is NaN, for a NaN at every place of every length") {
+  // The softmax kernels take a -inf max as "nothing kept": a NaN among -inf values must not read as
+  // that, wherever the NaN sits among the lanes (a plain running max dropped it when a -inf came
+  // after it in its lane, or in the pairwise combine).
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t n = 1; n <= 40; ++n)
+    for (std::int64_t at = 0; at < n; ++at) {
+      CAPTURE(n);
+      CAPTURE(at);
+      std::vector<float> x(static_cast<std::size_t>(n), kNegInf);
+      x[static_cast<std::size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(std::isnan(kernels::max_lanes(x.data(), n)));
+    }
+  CHECK(kernels::max_lanes<float>(nullptr, 0) == kNegInf);
+  const float all[3] = {kNegInf, kNegInf, kNegInf};
+  CHECK(kernels::max_lanes(all, 3) == kNegInf);
+  // max_nan keeps a NaN from either side
+  CHECK(std::isnan(kernels::max_nan(std::nanf(""), 1.0f)));
+  CHECK(std::isnan(kernels::max_nan(1.0f, std::nanf(""))));
+  CHECK(kernels::max_nan(1.0f, 2.0f) == 2.0f);
+}

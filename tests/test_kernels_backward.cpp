@@ -1,7 +1,7 @@
 // test_kernels_backward.cpp - the kernels the ops' backward closures call (framework/kernels/),
 // each against its plain definition: the gradient sum behind Node::add_to_grad, matmul's gemm
 // plan, layer norm's threaded backward, column sums, scatter-adds, cross-entropy, the elementwise
-// maps. Every kernel that takes `first_write` is checked both ways: on a first write the buffer
+// maps, the masked softmax backward. Every kernel that takes `first_write` is checked both ways: on a first write the buffer
 // starts as NaN (uninitialised memory must never be read), otherwise it starts as 1 and the
 // result must be 1 + the contribution.
 #include <doctest/doctest.h>
@@ -16,6 +16,7 @@
 #include "framework/kernels/layer_norm_rows.hpp"
 #include "framework/kernels/matmul_plan.hpp"
 #include "framework/kernels/row_bias.hpp"
+#include "framework/kernels/row_softmax.hpp"
 #include "framework/kernels/scatter.hpp"
 #include "tests/test_support.hpp"
 
@@ -291,4 +292,43 @@ TEST_CASE("map_backward and zip_broadcast: the elementwise loops") {
   kernels::zip_broadcast<double>(out.data(), col.data(), {1, 0}, b.data(), {0, 1}, {2, 3},
                                  [](double u, double v) { return u * v; });
   check_close(out, {10, 20, 30, 20, 40, 60}, 0);
+}
+
+TEST_CASE("softmax_backward with lengths and a keep mask: y (dy - dot) on kept keys, exactly 0 on masked ones") {
+  // rows (cols 7): lengths 7, 3, 0, 5, 7 and a keep mask; dy with a NaN at a masked key of row 3
+  // and an inf at a kept one of row 4 (their dots are then NaN and inf: the masked loop)
+  const std::int64_t rows = 5, cols = 7;
+  const std::vector<std::int64_t> lens = {7, 3, 0, 5, 7};
+  std::vector<std::uint8_t> keep(static_cast<std::size_t>(rows * cols), 1);
+  keep[1] = keep[3 * cols + 2] = keep[4 * cols + 6] = 0;
+  const Tensor x = randn({rows, cols}, 41);
+  std::vector<double> y(static_cast<std::size_t>(rows * cols));
+  kernels::softmax_forward<double>(y.data(), x.data<double>(), lens.data(), keep.data(), rows, cols);
+  std::vector<double> dy = randn({rows, cols}, 42).to_vector();
+  dy[3 * cols + 6] = kNaN;
+  dy[4 * cols + 3] = std::numeric_limits<double>::infinity();
+  // the plain definition, row by row
+  std::vector<double> want(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double dot = 0;
+    for (std::int64_t j = 0; j < cols; ++j) dot += dy[static_cast<std::size_t>(r * cols + j)] * y[static_cast<std::size_t>(r * cols + j)];
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::size_t at = static_cast<std::size_t>(r * cols + j);
+      want[at] = j < lens[static_cast<std::size_t>(r)] && keep[at] ? y[at] * (dy[at] - dot) : 0.0;
+    }
+  }
+  for (bool first : {true, false}) {
+    CAPTURE(first);
+    std::vector<double> dx = start_buffer(rows * cols, first);
+    kernels::softmax_backward<double>(dx.data(), first, dy.data(), y.data(), lens.data(), keep.data(), rows, cols);
+    const std::vector<double> e = expected(want, first);
+    for (std::size_t i = 0; i < dx.size(); ++i) {
+      CAPTURE(i);
+      if (std::isnan(e[i])) CHECK(std::isnan(dx[i]));
+      else if (std::isinf(e[i])) CHECK(dx[i] == e[i]);
+      else CHECK(dx[i] == doctest::Approx(e[i]).epsilon(1e-14));
+    }
+  }
+  CHECK(std::isnan(want[3 * cols]));  // a kept key of a row whose dot is NaN
+  CHECK(want[3 * cols + 6] == 0.0);   // its masked keys: 0
 }

@@ -220,16 +220,45 @@ TEST_CASE("clip_grad_norm") {
     CHECK(clip_grad_norm({a, b}, 100.0) == doctest::Approx(5.0));
     CHECK_FALSE(b.grad().defined());
   }
-  SUBCASE("a NaN or Inf norm is returned and nothing is scaled") {
+  SUBCASE("a NaN norm makes every gradient NaN, an infinite one zeroes the finite entries (PyTorch)") {
+    // torch.nn.utils.clip_grad_norm_ multiplies by clamp(max_norm / (norm + 1e-6), max=1): NaN, or 0
     Tensor a = param({0, 0}), b = param({0});
     set_grad(a, {std::numeric_limits<double>::quiet_NaN(), 1.0});
     set_grad(b, {2.0});
     CHECK(std::isnan(clip_grad_norm({a, b}, 1.0)));
-    CHECK(a.grad().to_vector()[1] == 1.0);
-    CHECK(b.grad().to_vector()[0] == 2.0);
+    CHECK(std::isnan(a.grad().to_vector()[1])); // was left at 1
+    CHECK(std::isnan(b.grad().to_vector()[0]));
     set_grad(a, {std::numeric_limits<double>::infinity(), 1.0});
+    set_grad(b, {2.0});
     CHECK(std::isinf(clip_grad_norm({a, b}, 1.0)));
-    CHECK(b.grad().to_vector()[0] == 2.0);
+    CHECK(std::isnan(a.grad().to_vector()[0])); // inf * 0
+    CHECK(a.grad().to_vector()[1] == 0.0);      // was left at 1
+    CHECK(b.grad().to_vector()[0] == 0.0);
+  }
+  SUBCASE("a norm within 1e-6 below max_norm is scaled too, as PyTorch always multiplies") {
+    Tensor a = param({0, 0});
+    set_grad(a, {0.6, 0.8 * (1 - 5e-7)}); // norm 0.99999968
+    const double n = clip_grad_norm({a}, 1.0);
+    const double s = 1.0 / (n + 1e-6);  // 0.99999932 < 1: PyTorch gives [0.59999959, 0.79999906]
+    CHECK(s < 1);
+    check_close(a.grad(), {0.6 * s, 0.8 * (1 - 5e-7) * s}, 1e-15); // was left as it was (n <= max_norm)
+  }
+  SUBCASE("max_norm must be >= 0") {
+    Tensor a = param({0});
+    set_grad(a, {1.0});
+    CHECK_THROWS_AS(clip_grad_norm({a}, -1.0), std::invalid_argument);
+    CHECK_THROWS_AS(clip_grad_norm({a}, std::numeric_limits<double>::quiet_NaN()), std::invalid_argument);
+    CHECK(clip_grad_norm({a}, 0.0) == 1.0); // max_norm 0: every gradient 0, as PyTorch
+    CHECK(a.grad().to_vector()[0] == 0.0);
+  }
+  SUBCASE("the norm is accumulated in double: float32 gradients whose float32 sum of squares overflows") {
+    // PyTorch's float32 norm of these is inf, and its factor 0 would zero them; the norm in double
+    // is 5e20 and they are scaled to norm 1
+    Tensor a = Tensor::zeros({2}, DType::f32);
+    a.set_requires_grad(true);
+    a.impl()->grad = Tensor::from({3e20, 4e20}, {2}, DType::f32).impl_ptr();
+    CHECK(clip_grad_norm({a}, 1.0) == doctest::Approx(5e20).epsilon(1e-6));
+    check_close(a.grad(), {0.6, 0.8}, 1e-6);
   }
 }
 

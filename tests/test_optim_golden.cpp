@@ -1,8 +1,9 @@
 // SGD, Adam and AdamW against torch.optim (torch 1.13, foreach=False) in float32: 20 steps on three
 // parameters, one of which has no gradient in some steps (fixture: tests/reference/fixtures/
-// optim_steps.safetensors, written by tests/reference/make_optim_fixture.py). Every parameter after
-// every step must be within 1e-6 relative of PyTorch's; the per-parameter step counts must be
-// PyTorch's too, and survive state() / load_state mid-run.
+// optim_steps.safetensors, written by tests/reference/make_optim_fixture.py), for every option
+// (momentum, dampening, nesterov, maximize, amsgrad, decoupled decay) and both zero_grad modes.
+// Every parameter after every step must equal PyTorch's bit for bit; the per-parameter step
+// counts must be PyTorch's too, and survive state() / load_state mid-run.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "framework/io/safetensors.hpp"
+#include "framework/ops/ops.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "tests/golden_compare.hpp"
 #include "tests/test_support.hpp"
@@ -43,10 +45,52 @@ nn::NamedTensors fresh_params() {
   return ps;
 }
 
+// The fixture's configurations (make_optim_fixture.py's OPTIMIZERS), as headgrad's options.
 std::unique_ptr<optim::Optimizer> make(const std::string& which, const nn::NamedTensors& ps) {
-  if (which == "sgd") return std::make_unique<optim::SGD>(ps, optim::SGDOptions{0.1, 0.9, 0.01});
-  if (which == "adam") return std::make_unique<optim::Adam>(ps, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.01, false});
-  return std::make_unique<optim::Adam>(ps, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.1, true});
+  using optim::AdamOptions;
+  using optim::SGDOptions;
+  if (which == "sgd" || which == "sgd_zeros") return std::make_unique<optim::SGD>(ps, SGDOptions{0.1, 0.9, 0.01});
+  if (which == "sgd_nesterov")
+    return std::make_unique<optim::SGD>(ps, SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  if (which == "sgd_dampening_maximize")
+    return std::make_unique<optim::SGD>(
+        ps, SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .dampening = 0.3, .maximize = true});
+  if (which == "sgd_plain") return std::make_unique<optim::SGD>(ps, SGDOptions{.lr = 0.1});
+  if (which == "adam" || which == "adam_zeros")
+    return std::make_unique<optim::Adam>(ps, AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.01, false});
+  if (which == "adamw") return std::make_unique<optim::Adam>(ps, AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.1, true});
+  if (which == "adam_amsgrad")
+    return std::make_unique<optim::Adam>(
+        ps, AdamOptions{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.01, .amsgrad = true});
+  if (which == "adam_maximize")
+    return std::make_unique<optim::Adam>(ps, AdamOptions{.lr = 0.01, .weight_decay = 0.01, .maximize = true});
+  REQUIRE(which == "adamw_amsgrad_maximize");
+  return std::make_unique<optim::Adam>(ps, AdamOptions{.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-8,
+                                                       .weight_decay = 0.1, .decoupled = true, .amsgrad = true,
+                                                       .maximize = true});
+}
+
+const char* const kConfigs[] = {"sgd",           "adam",          "adamw",
+                                "sgd_nesterov",  "sgd_dampening_maximize", "sgd_plain",
+                                "adam_amsgrad",  "adam_maximize", "adamw_amsgrad_maximize",
+                                "sgd_zeros",     "adam_zeros"};
+
+// Each configuration's zero_grad mode, from the fixture's metadata: "none" or "zeros".
+std::string zero_grad_mode(const std::string& which) { return fixture().file.metadata.at(which + ".zero_grad"); }
+
+// The gradients of `step` as torch 1.13's zero_grad(set_to_none=False) loop leaves them: the
+// optimizer zeroes every gradient it has, then a backward adds the step's gradient into each
+// parameter it reaches (a real backward of sum(p * g)); the others keep their zeros.
+void backward_into_zeroed(optim::Optimizer& opt, const nn::NamedTensors& ps, int step) {
+  opt.zero_grad(/*set_to_none=*/false);
+  Tensor loss;
+  for (const auto& [n, p] : ps) {
+    const Tensor g = fixture().get(fmt::format("grad.{}.{}", step, n));
+    if (!g.defined()) continue;
+    const Tensor term = ops::sum(ops::mul(p, g));
+    loss = loss.defined() ? ops::add(loss, term) : term;
+  }
+  loss.backward();
 }
 
 // Sets each parameter's gradient for `step` as the fixture has it: a copy, or none at all.
@@ -62,18 +106,18 @@ void set_grads(const nn::NamedTensors& ps, int step, bool zero_for_missing = fal
 
 } // namespace
 
-TEST_CASE("optimizers match torch.optim float32 over 20 steps with a parameter that has no gradient in some") {
-  // numpy.isclose with rtol 1e-6 and atol 1e-7 (float32's spacing near 1 is 1.2e-7: an entry
-  // crossing zero has no meaningful relative error)
-  const golden::Tolerance tol{1e-7, 1e-6, false};
-  for (const std::string which : {"sgd", "adam", "adamw"}) {
+TEST_CASE("optimizers match torch.optim float32 bit for bit over 20 steps, every option, both zero_grad modes") {
+  const golden::Tolerance tol{0, 0, true}; // bit for bit
+  for (const std::string which : kConfigs) {
     CAPTURE(which);
     golden::Report report("optim_steps " + which);
     const nn::NamedTensors ps = fresh_params();
     auto opt = make(which, ps);
+    const bool zeros = zero_grad_mode(which) == "zeros";
     double max_rel = 0;
     for (int step = 1; step <= kSteps; ++step) {
-      set_grads(ps, step);
+      if (zeros) backward_into_zeroed(*opt, ps, step);
+      else set_grads(ps, step);
       opt->step();
       for (const auto& param : ps) {
         const std::string name = fmt::format("{}.{}.{}", which, step, param.first);
@@ -86,12 +130,70 @@ TEST_CASE("optimizers match torch.optim float32 over 20 steps with a parameter t
     }
     report.summary();
     MESSAGE(which << ": max relative difference over 20 steps and 3 parameters " << max_rel);
-    // PyTorch's state['step'] per parameter: c had no gradient in 7 steps, b in 3
+    // PyTorch's state['step'] per parameter: c had no gradient in 7 steps, b in 3 - or, with
+    // zeroed gradients, c only in step 1 (before it ever had one)
     CHECK(opt->steps() == kSteps);
     CHECK(opt->param_steps(0) == kSteps);
-    CHECK(opt->param_steps(1) == kSteps - 3);
-    CHECK(opt->param_steps(2) == kSteps - 7);
+    CHECK(opt->param_steps(1) == (zeros ? kSteps : kSteps - 3));
+    CHECK(opt->param_steps(2) == (zeros ? kSteps - 1 : kSteps - 7));
   }
+}
+
+TEST_CASE("optimizers: zero_grad drops gradients by default and zeroes them in place with set_to_none = false") {
+  const nn::NamedTensors ps = fresh_params();
+  optim::SGD opt(ps, {.lr = 0.1});
+  set_grads(ps, 2);
+  const Tensor before = ps[0].second.grad();
+  opt.zero_grad(/*set_to_none=*/false);
+  CHECK(ps[0].second.grad().same(before)); // the same buffer, now zeros
+  CHECK(before.to_vector() == std::vector<double>(12, 0.0));
+  CHECK(ps[1].second.grad().defined());
+  opt.zero_grad();
+  for (const auto& [n, p] : ps) CHECK_MESSAGE(!p.grad().defined(), n);
+  opt.zero_grad(false); // nothing to zero: stays undefined, as PyTorch's None
+  CHECK(!ps[0].second.grad().defined());
+}
+
+TEST_CASE("optimizers: nesterov without momentum or with dampening is refused, as torch.optim.SGD") {
+  const nn::NamedTensors ps = fresh_params();
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] {
+                                 optim::SGD(ps, {.lr = 0.1, .nesterov = true});
+                               }),
+                               "nesterov needs momentum > 0 and dampening 0"));
+  CHECK_THROWS_AS(optim::SGD(ps, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("optimizers: AMSGrad's running max is saved and loaded with the state") {
+  const nn::NamedTensors ps = fresh_params();
+  auto opt = make("adam_amsgrad", ps);
+  for (int step = 1; step <= 6; ++step) {
+    set_grads(ps, step);
+    opt->step();
+  }
+  const nn::NamedTensors state = opt->state();
+  int maxes = 0;
+  for (const auto& [n, t] : state) maxes += n.rfind("max_exp_avg_sq.", 0) == 0;
+  CHECK(maxes == 3);
+  nn::NamedTensors qs;
+  for (const auto& [n, p] : ps) qs.emplace_back(n, golden::leaf_copy(p));
+  auto opt2 = make("adam_amsgrad", qs);
+  nn::NamedTensors copy;
+  for (const auto& [n, t] : state) copy.emplace_back(n, t.clone());
+  opt2->load_state(copy, "ams.st");
+  for (int step = 7; step <= kSteps; ++step) {
+    set_grads(ps, step);
+    set_grads(qs, step);
+    opt->step();
+    opt2->step();
+  }
+  for (std::size_t i = 0; i < ps.size(); ++i) CHECK(ps[i].second.to_vector() == qs[i].second.to_vector());
+  // a state without the running max (written without amsgrad) is refused by name
+  nn::NamedTensors plain;
+  for (const auto& [n, t] : state)
+    if (n.rfind("max_exp_avg_sq.", 0) != 0) plain.emplace_back(n, t.clone());
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { opt2->load_state(plain, "p.st"); }),
+                               "'max_exp_avg_sq.a' is missing"));
 }
 
 TEST_CASE("optimizers: a zero gradient is not a missing one (negative control)") {

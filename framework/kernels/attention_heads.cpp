@@ -75,7 +75,7 @@ void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first
   if (!dQ && !dK) return;
   gemm1(false, true, Tq, Tk, dh, T(1), dO, h.ldo, h.V, h.ldv, T(0), dP, Tk);      // (3) dP = dO V^T
   for (std::int64_t i = 0; i < Tq; ++i)                                          // (2) dS = P (dP - rowsum(dP P))
-    softmax_row_backward(dP + i * Tk, true, dP + i * Tk, P + i * Tk, Tk);         //     (in place: dS replaces dP)
+    softmax_row_backward(dP + i * Tk, true, dP + i * Tk, P + i * Tk, Tk, h.len(i), h.keep_row(i)); // (in place)
   const T* dS = dP;
   if (dQ) gemm1(false, false, Tq, dh, Tk, scale, dS, Tk, h.K, h.ldk, beta_of<T>(q_first), dQ, h.ldq); // (1) dQ = s dS K
   if (dK) gemm1(true, false, Tk, dh, Tq, scale, dS, Tk, h.Q, h.ldq, beta_of<T>(k_first), dK, h.ldk);  // (1) dK = s dS^T Q
@@ -92,12 +92,20 @@ template <typename T> std::int64_t keys_needed(const Head<T>& h, std::int64_t i0
   return n;
 }
 
-// Sets the masked entries of score row i (keys j0 .. j0 + n) to -inf.
-template <typename T> void mask_row(T* s, const Head<T>& h, std::int64_t i, std::int64_t j0, std::int64_t n) {
+// Sets the masked entries of score row i (keys j0 .. j0 + n) to `value` (-inf: masks the scores).
+template <typename T>
+void mask_row(T* s, const Head<T>& h, std::int64_t i, std::int64_t j0, std::int64_t n, T value = static_cast<T>(-kInf)) {
   const std::int64_t kept = std::clamp<std::int64_t>(h.len(i) - j0, 0, n);
-  std::fill(s + kept, s + n, static_cast<T>(-kInf)); // beyond the row's kept prefix
+  std::fill(s + kept, s + n, value); // beyond the row's kept prefix
   if (const std::uint8_t* kr = h.keep_row(i))
-    for (std::int64_t c = 0; c < kept; ++c) s[c] = kr[j0 + c] ? s[c] : static_cast<T>(-kInf);
+    for (std::int64_t c = 0; c < kept; ++c) s[c] = kr[j0 + c] ? s[c] : value;
+}
+
+// Whether any of n values is NaN (a query row whose softmax is NaN).
+template <typename T> bool any_nan(const T* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (x[i] != x[i]) return true;
+  return false;
 }
 
 template <typename T> struct FlashScratch {
@@ -120,7 +128,7 @@ template <typename T> void head_flash_forward(T* O, T* lse, const Head<T>& h, T 
       for (std::int64_t r = 0; r < br; ++r) {
         T* s = S + r * bc;
         mask_row(s, h, i0 + r, j0, bc);
-        const T m_new = std::max(w.m[r], max_lanes(s, bc));
+        const T m_new = max_nan(w.m[r], max_lanes(s, bc)); // a NaN stays: the row's output is NaN
         if (m_new == static_cast<T>(-kInf)) { // nothing kept in this row so far
           std::fill(s, s + bc, T(0));
           continue;
@@ -135,9 +143,9 @@ template <typename T> void head_flash_forward(T* O, T* lse, const Head<T>& h, T 
     }
     for (std::int64_t r = 0; r < br; ++r) {
       T* orow = O + (i0 + r) * h.ldo;
-      const T l = w.l[r];
-      for (std::int64_t c = 0; c < dh; ++c) orow[c] = l > 0 ? w.O[r * dh + c] / l : T(0);
-      lse[i0 + r] = l > 0 ? w.m[r] + std::log(l) : static_cast<T>(kInf);
+      const T l = w.l[r]; // >= 1 once a key is kept (exp(0) at the max), 0 if none is, NaN for a NaN row
+      for (std::int64_t c = 0; c < dh; ++c) orow[c] = l == T(0) ? T(0) : w.O[r * dh + c] / l;
+      lse[i0 + r] = l == T(0) ? static_cast<T>(kInf) : w.m[r] + std::log(l);
     }
   }
 }
@@ -154,6 +162,9 @@ template <typename T> void zero_head(T* x, std::int64_t rows, std::int64_t dh, s
 //   (3) dV_j (bc x dh) += Pᵀ (bc x br) dO_i (br x dh)
 //   (3) dP (br x bc) = dO_i (br x dh) V_jᵀ (dh x bc);   (2) dS = P ⊙ (dP - D), in dP's place
 //   (1) dQ_i (br x dh) += s dS (br x bc) K_j (bc x dh); (1) dK_j (bc x dh) += s dSᵀ (bc x br) Q_i (br x dh)
+// A NaN query row (lse NaN) has P NaN on every key, masked ones included, as the keep-P forward
+// writes it: its tiles then run over all Tk keys. Masked keys get dS = 0 (head_backward's rule) in
+// a row whose D or lse is not finite, the only rows where P (dP - D) could be NaN there.
 template <typename T>
 void head_flash_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first, const T* dO, const T* O,
                          const T* lse, const Head<T>& h, T scale, FlashScratch<T>& w) {
@@ -163,7 +174,8 @@ void head_flash_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v
   if (dV && v_first) zero_head(dV, h.Tk, dh, h.ldv);
   for (std::int64_t i = 0; i < h.Tq; ++i) w.D[i] = dot_lanes(dO + i * h.ldo, O + i * h.ldo, dh);
   for (std::int64_t i0 = 0; i0 < h.Tq; i0 += kFlashQueryTile) {
-    const std::int64_t br = std::min(kFlashQueryTile, h.Tq - i0), kend = keys_needed(h, i0, br);
+    const std::int64_t br = std::min(kFlashQueryTile, h.Tq - i0);
+    const std::int64_t kend = any_nan(lse + i0, br) ? h.Tk : keys_needed(h, i0, br);
     const T* Qi = h.Q + i0 * h.ldq;
     const T* dOi = dO + i0 * h.ldo;
     for (std::int64_t j0 = 0; j0 < kend; j0 += kFlashKeyTile) {
@@ -179,8 +191,10 @@ void head_flash_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v
       if (dV) gemm1(true, false, bc, dh, br, T(1), P, bc, dOi, h.ldo, T(1), dV + j0 * h.ldv, h.ldv); // (3) dV += P^T dO
       if (!dQ && !dK) continue;
       gemm1(false, true, br, bc, dh, T(1), dOi, h.ldo, h.V + j0 * h.ldv, h.ldv, T(0), dP, bc);      // (3) dP = dO V^T
-      for (std::int64_t r = 0; r < br; ++r)                                                        // (2) dS = P (dP - D)
+      for (std::int64_t r = 0; r < br; ++r) {                                                      // (2) dS = P (dP - D)
         for (std::int64_t c = 0; c < bc; ++c) dP[r * bc + c] = P[r * bc + c] * (dP[r * bc + c] - w.D[i0 + r]);
+        if (!std::isfinite(w.D[i0 + r]) || !std::isfinite(lse[i0 + r])) mask_row(dP + r * bc, h, i0 + r, j0, bc, T(0));
+      }
       if (dQ) gemm1(false, false, br, dh, bc, scale, dP, bc, h.K + j0 * h.ldk, h.ldk, T(1), dQ + i0 * h.ldq, h.ldq);
       if (dK) gemm1(true, false, bc, dh, br, scale, dP, bc, Qi, h.ldq, T(1), dK + j0 * h.ldk, h.ldk); // (1) dQ, dK
     }
@@ -221,13 +235,13 @@ void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const Hea
 
 template <typename T>
 void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
-                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale) {
+                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept) {
   for_each_head(L, [&](std::int64_t b, std::int64_t h) {
     thread_local std::vector<T> dP;
     dP.resize(static_cast<std::size_t>(L.Tq * L.Tk));
     head_backward(at_or_null(dq, b * L.q_batch + h * L.dh), dq_first, at_or_null(dk, b * L.k_batch + h * L.dh),
                   dk_first, at_or_null(dv, b * L.v_batch + h * L.dh), dv_first, dP.data(),
-                  dout + b * L.o_batch + h * L.dh, p + (b * L.H + h) * L.Tq * L.Tk, head_at(q, k, v, L, {}, b, h),
+                  dout + b * L.o_batch + h * L.dh, p + (b * L.H + h) * L.Tq * L.Tk, head_at(q, k, v, L, kept, b, h),
                   scale);
   });
 }
@@ -265,7 +279,7 @@ void flash_attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv,
 #define HEADGRAD_ATTENTION_INSTANCES(T)                                                                             \
   template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const HeadsLayout&, const KeptKeys&, T); \
   template void attention_backward<T>(T*, bool, T*, bool, T*, bool, const T*, const T*, const T*, const T*,       \
-                                      const T*, const HeadsLayout&, T);                                            \
+                                      const T*, const HeadsLayout&, T, const KeptKeys&);                           \
   template void flash_attention_forward<T>(T*, T*, const T*, const T*, const T*, const HeadsLayout&,                \
                                            const KeptKeys&, T);                                                     \
   template void flash_attention_backward<T>(T*, bool, T*, bool, T*, bool, const T*, const T*, const T*, const T*,  \

@@ -26,7 +26,8 @@ struct HeadsLayout {
 
 // Which keys each query row keeps: keys j < lens[b*Tq + i] (lens null: all) and keep[(b*Tq + i)*Tk
 // + j] != 0 (keep null: all). The same for every head. A row that keeps nothing outputs zeros and
-// passes no gradient.
+// passes no gradient; a row whose kept scores hold a NaN or +inf outputs NaN (its weights are NaN on
+// every key, as PyTorch's softmax after masked_fill(-inf)).
 struct KeptKeys {
   const std::int64_t* lens = nullptr;
   const std::uint8_t* keep = nullptr;
@@ -39,10 +40,12 @@ void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const Hea
                        T scale);
 
 // The gradients of attention_forward given dO (o's layout) and its P. Each of dq, dk, dv may be
-// null (not needed); first_write as in GradBuffer (autograd.hpp): assign instead of add.
+// null (not needed); first_write as in GradBuffer (autograd.hpp): assign instead of add. `kept` (the
+// forward's) gives masked keys dS = 0 even in a row whose P or dP holds a NaN; without it such a
+// row's masked keys may get NaN (P = 0 there, so in every other row the result is the same).
 template <typename T>
 void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
-                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale);
+                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept = {});
 
 // The same forward, keeping only lse (B, H, Tq): each row's log-sum-exp of its kept scaled
 // scores (+inf for a row that keeps nothing).

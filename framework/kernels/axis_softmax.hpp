@@ -3,8 +3,9 @@
 // = 1, is row_softmax.hpp's). The `inner` columns of one outer block are processed side by side,
 // so every pass reads along memory; per-column state lives in small arrays.
 //
-// NaN and infinities follow the row kernels: a column holding NaN is NaN throughout, a column of
-// all -inf is all 0 in softmax (and NaN in log-softmax, as in PyTorch), a +inf makes the column NaN.
+// NaN and infinities follow the row kernels and PyTorch: a column holding NaN is NaN throughout, a
+// column of all -inf is all 0 in softmax (PyTorch: NaN, a documented difference) and NaN in
+// log-softmax, a +inf makes the column NaN.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -17,11 +18,26 @@
 namespace headgrad::kernels {
 
 namespace detail {
-// m[i] = max_k x[k, i] over one (len, inner) block; -inf for len 0.
+// m[i] = max_k x[k, i] over one (len, inner) block; -inf for len 0, and -inf only when the column
+// holds no NaN (as max_lanes_fn: a -inf column is searched for a NaN, which then becomes m[i]). Any
+// other m[i] may have skipped a NaN, which the column's sum of exp(x - m) carries.
 template <typename T> void column_max(T* m, const T* x, std::int64_t len, std::int64_t inner) {
-  std::fill(m, m + inner, -std::numeric_limits<T>::infinity());
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  std::fill(m, m + inner, kNegInf);
   for (std::int64_t k = 0; k < len; ++k)
     for (std::int64_t i = 0; i < inner; ++i) m[i] = m[i] > x[k * inner + i] ? m[i] : x[k * inner + i];
+  for (std::int64_t i = 0; i < inner; ++i)
+    if (m[i] == kNegInf)
+      for (std::int64_t k = 0; k < len; ++k)
+        if (x[k * inner + i] != x[k * inner + i]) m[i] = x[k * inner + i];
+}
+
+// ls[i] = log sum_k exp(x[k, i] - m[i]) over one block.
+template <typename T> void column_log_sum(T* ls, const T* x, const T* m, std::int64_t len, std::int64_t inner) {
+  std::fill(ls, ls + inner, T(0));
+  for (std::int64_t k = 0; k < len; ++k)
+    for (std::int64_t i = 0; i < inner; ++i) ls[i] += std::exp(x[k * inner + i] - m[i]);
+  for (std::int64_t i = 0; i < inner; ++i) ls[i] = std::log(ls[i]);
 }
 } // namespace detail
 
@@ -65,32 +81,32 @@ void softmax_axis_backward(T* dx, bool first_write, const T* dy, const T* y, std
 
 // lse[o, i] = log sum_k exp(x[o, k, i]). shift_infinite: the shift is the column max, or 0 where
 // that max is infinite - PyTorch's logsumexp, which gives -inf for an all -inf column and +inf
-// for one holding +inf. Without it (log-softmax), those columns give NaN, as PyTorch's
-// log_softmax does.
+// for one holding +inf. Without it, those columns give NaN.
 template <typename T>
 void logsumexp_axis(T* lse, const T* x, std::int64_t outer, std::int64_t len, std::int64_t inner, bool shift_infinite) {
-  std::vector<T> m(static_cast<std::size_t>(inner)), s(static_cast<std::size_t>(inner));
+  std::vector<T> m(static_cast<std::size_t>(inner)), ls(static_cast<std::size_t>(inner));
   for (std::int64_t o = 0; o < outer; ++o) {
     const T* xo = x + o * len * inner;
     detail::column_max(m.data(), xo, len, inner);
     if (shift_infinite)
       for (T& v : m) v = std::isinf(v) ? T(0) : v;
-    std::fill(s.begin(), s.end(), T(0));
-    for (std::int64_t k = 0; k < len; ++k)
-      for (std::int64_t i = 0; i < inner; ++i) s[i] += std::exp(xo[k * inner + i] - m[i]);
-    for (std::int64_t i = 0; i < inner; ++i) lse[o * inner + i] = m[i] + std::log(s[i]);
+    detail::column_log_sum(ls.data(), xo, m.data(), len, inner);
+    for (std::int64_t i = 0; i < inner; ++i) lse[o * inner + i] = m[i] + ls[i];
   }
 }
 
-// y[o, :, i] = x[o, :, i] - log sum_k exp(x[o, k, i])
+// y[o, :, i] = (x[o, :, i] - m) - log sum_k exp(x[o, k, i] - m), m the column max: the row
+// kernel's order (log_softmax_forward in row_softmax.hpp), which keeps the precision of large
+// logits. Columns of all -inf, or holding +inf or NaN, are NaN, as in PyTorch.
 template <typename T>
 void log_softmax_axis_forward(T* y, const T* x, std::int64_t outer, std::int64_t len, std::int64_t inner) {
-  std::vector<T> lse(static_cast<std::size_t>(inner));
+  std::vector<T> m(static_cast<std::size_t>(inner)), ls(static_cast<std::size_t>(inner));
   for (std::int64_t o = 0; o < outer; ++o) {
     const std::int64_t base = o * len * inner;
-    logsumexp_axis(lse.data(), x + base, 1, len, inner, /*shift_infinite=*/false);
+    detail::column_max(m.data(), x + base, len, inner);
+    detail::column_log_sum(ls.data(), x + base, m.data(), len, inner);
     for (std::int64_t k = 0; k < len; ++k)
-      for (std::int64_t i = 0; i < inner; ++i) y[base + k * inner + i] = x[base + k * inner + i] - lse[i];
+      for (std::int64_t i = 0; i < inner; ++i) y[base + k * inner + i] = (x[base + k * inner + i] - m[i]) - ls[i];
   }
 }
 

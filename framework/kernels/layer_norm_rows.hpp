@@ -1,5 +1,5 @@
-// layer_norm_rows.hpp - LayerNorm over the rows of a (rows, D) buffer, one pass each way (llm.c's
-// layernorm_forward / layernorm_backward, with lane reductions and threads over rows).
+// layer_norm_rows.hpp - LayerNorm over the rows of a (rows, D) buffer, one loop over the rows each
+// way (llm.c's layernorm_forward / layernorm_backward, with lane reductions and threads over rows).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -12,14 +12,38 @@
 
 namespace headgrad::kernels {
 
+// The mean and 1 / sqrt(var + eps) of a row of finite values whose sum or squared deviations
+// overflow T (float32 from |x| ~ 1e19, float64 from 1e154): the same two passes over x / c, c a
+// power of two near max |x| (the division is exact), then scaled back - var + eps is never formed
+// (it may not fit in T where its root does). A row holding an infinity or NaN is left to the plain
+// formulas, which give NaN there, as PyTorch does. Returns false for such a row.
+template <typename T> bool scaled_row_stats(T& mean, T& rstd, const T* xr, std::int64_t D, T eps) {
+  T a = 0;
+  for (std::int64_t i = 0; i < D; ++i) a = std::max(a, std::abs(xr[i]));
+  if (!std::isfinite(a) || a == T(0)) return false;
+  int e = 0;
+  std::frexp(a, &e);                    // a = f 2^e, f in [0.5, 1)
+  const T c = std::ldexp(T(1), e - 1);  // 2^(e-1) <= a: x / c in (-2, 2), and c itself finite
+  const T mu = sum_lanes_fn<T>(D, [xr, c](std::int64_t i) { return xr[i] / c; }) / static_cast<T>(D);
+  const T vu = sum_lanes_fn<T>(D, [xr, c, mu](std::int64_t i) { return (xr[i] / c - mu) * (xr[i] / c - mu); }) /
+               static_cast<T>(D);
+  mean = mu * c;
+  rstd = T(1) / std::hypot(c * std::sqrt(vu), std::sqrt(eps)); // 1 / sqrt(c^2 vu + eps), never formed
+  return true;
+}
+
 // One row: yr = (xr - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps) (biased variance, as
-// torch.nn.LayerNorm); st = (mean, rstd), kept for the backward.
+// torch.nn.LayerNorm; two passes: the mean, then the squared deviations from it); st = (mean,
+// rstd), kept for the backward. A row whose sum or variance overflows takes scaled_row_stats
+// (one check per row): the exact normalised row where PyTorch gives NaN. Exact while the row's
+// spread max - min stays below T's largest value.
 template <typename T>
 inline void layer_norm_row(T* yr, T* st, const T* xr, const T* w, const T* b, std::int64_t D, T eps) {
-  const T mean = sum_lanes(xr, D) / static_cast<T>(D);
+  T mean = sum_lanes(xr, D) / static_cast<T>(D);
   const T var =
       sum_lanes_fn<T>(D, [xr, mean](std::int64_t i) { return (xr[i] - mean) * (xr[i] - mean); }) / static_cast<T>(D);
-  const T rstd = T(1) / std::sqrt(var + eps);
+  T rstd = T(1) / std::sqrt(var + eps);
+  if (!std::isfinite(var)) scaled_row_stats(mean, rstd, xr, D, eps); // (a NaN or inf mean makes var NaN too)
   for (std::int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
   st[0] = mean;
   st[1] = rstd;

@@ -14,7 +14,9 @@ namespace headgrad::kernels {
 
 // One row: yr[:] = softmax over the kept keys of xr, 0 elsewhere.
 // Kept keys: j < len, and kr[j] != 0 (kr == nullptr: all).
-// A row with no kept key is all zeros (and later gets zero gradient): no NaN, no uniform row.
+// A row with no kept key (or only -inf ones) is all zeros (and later gets zero gradient): no NaN,
+// no uniform row. A NaN or +inf among the kept logits makes the whole row NaN, masked keys
+// included - PyTorch's softmax after masked_fill(-inf) - so that a NaN reaches the loss.
 // Stability: subtract the max over the kept entries only, so a huge masked value cannot underflow
 // the kept ones.
 // Speed: the loops run over the kept prefix rounded up to whole lanes (kLanes), with the masked
@@ -33,7 +35,7 @@ inline void softmax_row_impl(T* yr, const T* xr, std::int64_t len, const std::ui
     return keep ? v : kNegInf;
   };
   const T m = max_lanes_fn<T>(n, kept_x);
-  if (m == kNegInf) { // nothing kept (or all -inf)
+  if (m == kNegInf) { // nothing kept (or all -inf; a NaN would have made m NaN)
     std::fill(yr, yr + cols, T(0));
     return;
   }
@@ -46,7 +48,8 @@ inline void softmax_row_impl(T* yr, const T* xr, std::int64_t len, const std::ui
   for (std::int64_t j0 = 0; j0 < nb; j0 += kLanes)
     for (std::int64_t l = 0; l < kLanes; ++l) yr[j0 + l] *= inv;
   for (std::int64_t j = nb; j < n; ++j) yr[j] *= inv;
-  std::fill(yr + n, yr + cols, T(0));
+  // masked keys past the kept prefix: 0, or NaN when the sum is (then every entry before is too)
+  std::fill(yr + n, yr + cols, inv == inv ? T(0) : inv);
 }
 
 template <typename T>
@@ -95,13 +98,52 @@ template <typename T> inline void softmax_row_backward(T* dr, bool first_write, 
     for (std::int64_t j = 0; j < cols; ++j) dr[j] += yr[j] * (gr[j] - dot);
 }
 
+// The same for a row of masked softmax (keys j < len with kr[j] != 0 kept, as in the forward): its
+// masked keys get dx = 0 exactly, as PyTorch's masked_fill gives them. y = 0 there, so the formula
+// gives 0 too unless the row's dot is NaN or infinite (a NaN row, or a NaN or infinity anywhere in
+// dy, which PyTorch's dot carries to the kept keys too) - only such a row takes the masked loop.
+// The dot runs over the whole row (that NaN); the rest over the kept prefix, past which y = 0.
 template <typename T>
-void softmax_backward(T* dx, bool first_write, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
-#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
-  for (std::int64_t r = 0; r < rows; ++r) softmax_row_backward(dx + r * cols, first_write, dy + r * cols, y + r * cols, cols);
+inline void softmax_row_backward(T* dr, bool first_write, const T* gr, const T* yr, std::int64_t cols,
+                                 std::int64_t len, const std::uint8_t* kr) {
+  if (len >= cols && !kr) return softmax_row_backward(dr, first_write, gr, yr, cols);
+  const T dot = dot_lanes(gr, yr, cols);
+  if (std::isfinite(dot)) {
+    if (first_write) {
+      for (std::int64_t j = 0; j < len; ++j) dr[j] = yr[j] * (gr[j] - dot);
+      std::fill(dr + len, dr + cols, T(0));
+    } else {
+      for (std::int64_t j = 0; j < len; ++j) dr[j] += yr[j] * (gr[j] - dot);
+    }
+    return;
+  }
+  for (std::int64_t j = 0; j < cols; ++j) {
+    const T g = j < len && (!kr || kr[j]) ? yr[j] * (gr[j] - dot) : T(0);
+    dr[j] = first_write ? g : dr[j] + g;
+  }
 }
 
-// y = x - max - log(sum exp(x - max)) per row.
+// dx for every row; lens and keep as in softmax_forward (both null: not masked).
+template <typename T>
+void softmax_backward(T* dx, bool first_write, const T* dy, const T* y, const std::int64_t* lens,
+                      const std::uint8_t* keep, std::int64_t rows, std::int64_t cols) {
+  if (!lens && !keep) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
+    for (std::int64_t r = 0; r < rows; ++r)
+      softmax_row_backward(dx + r * cols, first_write, dy + r * cols, y + r * cols, cols);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t len = lens ? std::min<std::int64_t>(lens[r], cols) : cols;
+    softmax_row_backward(dx + r * cols, first_write, dy + r * cols, y + r * cols, cols, len,
+                         keep ? keep + r * cols : nullptr);
+  }
+}
+
+// y = (x - max) - log(sum exp(x - max)) per row, in that order (PyTorch's): x - (max + log s)
+// would round log s to the spacing of max, 3e-3 relative at logits of 1e5 in float32. A NaN in
+// the row makes it NaN (through s); an all -inf row is NaN too, as in PyTorch.
 template <typename T> void log_softmax_forward(T* y, const T* x, std::int64_t rows, std::int64_t cols) {
 #pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -110,8 +152,8 @@ template <typename T> void log_softmax_forward(T* y, const T* x, std::int64_t ro
     const T m = max_lanes(xr, cols);
     T s = 0;
     for (std::int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
-    const T lse = m + std::log(s);
-    for (std::int64_t j = 0; j < cols; ++j) yr[j] = xr[j] - lse;
+    const T log_s = std::log(s);
+    for (std::int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) - log_s;
   }
 }
 

@@ -39,11 +39,21 @@ template <typename T> inline T dot_lanes(const T* x, const T* y, std::int64_t n)
   return sum_lanes_fn<T>(n, [x, y](std::int64_t j) { return x[j] * y[j]; });
 }
 
-// max_j f(j) for j in [0, n) (exact in any order); -inf for n == 0. NaN inputs are not propagated
-// reliably (a softmax row with a NaN is all NaN anyway: its exp and sum are).
+// max(a, b) that keeps a NaN from either side, as torch.max does: a NaN in a stays, a NaN in b is
+// taken. (A plain `a > b ? a : b` returns b when a is NaN, dropping an earlier NaN.) For combining
+// a few running maxima; the per-element loop below uses the plain select, which GCC turns into one
+// maxss per element where this one costs a compare and a branch.
+template <typename T> inline T max_nan(T a, T b) { return (a > b || a != a) ? a : b; }
+
+// max_j f(j) for j in [0, n) (exact in any order); -inf for n == 0, and -inf only when no f(j) is
+// NaN: a result of -inf is checked by a second pass for a NaN among the f(j) (rare: a row that is
+// all -inf or masked), so a softmax row holding a NaN is never taken as empty. Any other result is
+// NaN or may be the max of the non-NaN f(j); a caller that goes on to sum exp(f(j) - max) gets NaN
+// either way, as it should.
 template <typename T, typename F> inline T max_lanes_fn(std::int64_t n, F&& f) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   T acc[kLanes];
-  std::fill(acc, acc + kLanes, -std::numeric_limits<T>::infinity());
+  std::fill(acc, acc + kLanes, kNegInf);
   std::int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
     for (std::int64_t l = 0; l < kLanes; ++l) {
@@ -56,6 +66,9 @@ template <typename T, typename F> inline T max_lanes_fn(std::int64_t n, F&& f) {
   }
   for (std::int64_t w = kLanes / 2; w > 0; w /= 2)
     for (std::int64_t l = 0; l < w; ++l) acc[l] = acc[l] > acc[l + w] ? acc[l] : acc[l + w];
+  if (acc[0] == kNegInf)
+    for (std::int64_t k = 0; k < n; ++k)
+      if (const T v = f(k); v != v) return v;
   return acc[0];
 }
 

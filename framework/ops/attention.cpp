@@ -47,9 +47,9 @@ KeptKeysData kept_keys(const AttentionMask& mask, std::int64_t B, std::int64_t T
                                               "[{}, {}], got {} {}",
                                               op, B, B, Tq, dtype_name(vl.dtype()), vl.shape()));
     const auto v = vl.to_int_vector();
-    for (std::size_t i = 0; i < v.size(); ++i)
-      if (v[i] < 0 || v[i] > Tk)
-        throw std::invalid_argument(fmt::format("{}: valid_lens[{}] = {} is outside [0, {}]", op, i, v[i], Tk));
+    for (std::size_t i = 0; i < v.size(); ++i) // a length above Tk keeps every key (d2l's sequence_mask)
+      if (v[i] < 0)
+        throw std::invalid_argument(fmt::format("{}: valid_lens[{}] = {} is negative (keys {})", op, i, v[i], Tk));
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t i = 0; i < Tq; ++i)
         d.lens[static_cast<std::size_t>(b * Tq + i)] = v[static_cast<std::size_t>(per_batch ? b : b * Tq + i)];
@@ -114,7 +114,7 @@ void attention_backward(T* dq, bool q_first, T* dk, bool k_first, T* dv, bool v_
   const T scale = static_cast<T>(s.scale);
   if (s.P.defined())
     kernels::attention_backward<T>(dq, q_first, dk, k_first, dv, v_first, dO.data<T>(), s.P.data<T>(), q, k, v, s.layout,
-                                   scale);
+                                   scale, s.kept.view());
   else
     kernels::flash_attention_backward<T>(dq, q_first, dk, k_first, dv, v_first, dO.data<T>(), s.O.data<T>(),
                                          s.lse.data<T>(), q, k, v, s.layout, s.kept.view(), scale);
@@ -136,7 +136,13 @@ void check_3d(const Tensor& t, const char* what, const char* op) {
                                             t.defined() ? t.shape().str() : "an undefined tensor"));
 }
 
-double scale_or_default(double scale, std::int64_t dh) { return scale > 0 ? scale : 1.0 / std::sqrt(double(dh)); }
+// 0 is the default 1 / sqrt(head_dim) (d2l's DotProductAttention); any other finite scale is used as
+// given, a negative one too (the scores change sign).
+double scale_or_default(double scale, std::int64_t dh, const char* op) {
+  if (!std::isfinite(scale))
+    throw std::invalid_argument(fmt::format("{}: scale must be finite (0: 1 / sqrt(head_dim)), got {}", op, scale));
+  return scale != 0 ? scale : 1.0 / std::sqrt(double(dh));
+}
 
 } // namespace
 
@@ -159,7 +165,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t
   auto s = std::make_shared<Saved>();
   s->layout = {B, heads, Tq, Tk, C / heads, C, C, C, C, Tq * C, Tk * C, Tk * C, Tq * C};
   s->kept = kept_keys(mask, B, Tq, Tk, "attention");
-  s->scale = scale_or_default(scale, C / heads);
+  s->scale = scale_or_default(scale, C / heads, "attention");
   Tensor out = attention_forward(qc, 0, kc, 0, vc, 0, *s, weights != nullptr);
   if (weights) *weights = s->P.detach();
   return record(out, "attention", {qc, kc, vc}, [s](Node& n, const Tensor& dO) {
@@ -192,7 +198,7 @@ Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask
   auto s = std::make_shared<Saved>();
   s->layout = {B, heads, T, T, C / heads, C3, C3, C3, C, T * C3, T * C3, T * C3, T * C};
   s->kept = kept_keys(mask, B, T, T, "self_attention");
-  s->scale = scale_or_default(scale, C / heads);
+  s->scale = scale_or_default(scale, C / heads, "self_attention");
   Tensor out = attention_forward(x, 0, x, C, x, 2 * C, *s, weights != nullptr);
   if (weights) *weights = s->P.detach();
   // q, k, v are the column blocks [0, C), [C, 2C), [2C, 3C) of qkv, and so are their gradients:

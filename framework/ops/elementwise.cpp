@@ -17,11 +17,16 @@
 namespace headgrad::ops {
 namespace {
 
-// y = f(a, b), broadcast; the caller records the backward. An int64 or bool operand next to a
-// float one is read as that float type (promotion.hpp); the backwards below then see it as the
-// integer input it is, which needs no gradient.
+// y = f(a, b), broadcast, and the operands it was computed from; the caller records the backward
+// with those operands. An int64 or bool operand next to a float one is read as that float type,
+// and so is a 0-d float operand next to a dimensioned one of the other float type (promotion.hpp):
+// the converted operand is what the op records, so an integer one needs no gradient and a 0-d
+// float64 one gets its gradient back in float64 through the conversion.
 // arithmetic_operands also refuses an undefined operand, naming the op.
-template <typename F> Tensor binary_forward(const Tensor& a_in, const Tensor& b_in, const char* name, const F& f) {
+struct Binary {
+  Tensor y, a, b;
+};
+template <typename F> Binary binary_forward(const Tensor& a_in, const Tensor& b_in, const char* name, const F& f) {
   // Plain references, not a structured binding: the lambda below captures them, which clang
   // accepts only from version 16 (P1091), and the fuzz build uses clang 14.
   const std::pair<Tensor, Tensor> operands = arithmetic_operands(a_in, b_in, name);
@@ -35,7 +40,7 @@ template <typename F> Tensor binary_forward(const Tensor& a_in, const Tensor& b_
                               broadcast_strides(b.shape(), b.strides(), s), s,
                               [&f](T x, T y) { return f(x, y); });
   });
-  return out;
+  return {out, a, b};
 }
 
 } // namespace
@@ -44,10 +49,10 @@ template <typename F> Tensor binary_forward(const Tensor& a_in, const Tensor& b_
 // the input was broadcast along.
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_forward(a, b, "add", [](auto x, auto z) { return x + z; });
+  const Binary r = binary_forward(a, b, "add", [](auto x, auto z) { return x + z; });
   // forward: y = a + b        local: dy/da = 1, dy/db = 1
   // VJP:     da += dy;  db += dy
-  return record(y, "add", {a, b}, [](Node& n, const Tensor& dy) {
+  return record(r.y, "add", {r.a, r.b}, [](Node& n, const Tensor& dy) {
     n.add_to_grad(0, dy); // a residual connection's add hands dy itself on: no copy
     n.add_to_grad(1, dy);
   });
@@ -60,20 +65,20 @@ Tensor sub(const Tensor& a, const Tensor& b) {
     throw std::invalid_argument(fmt::format("sub: subtracting a bool tensor ({} {} - {} {}) is not supported; use "
                                             "logical_not, or convert with to_dtype",
                                             a.shape(), dtype_name(a.dtype()), b.shape(), dtype_name(b.dtype())));
-  Tensor y = binary_forward(a, b, "sub", [](auto x, auto z) { return x - z; });
+  const Binary r = binary_forward(a, b, "sub", [](auto x, auto z) { return x - z; });
   // forward: y = a - b        local: dy/da = 1, dy/db = -1
   // VJP:     da += dy;  db -= dy
-  return record(y, "sub", {a, b}, [](Node& n, const Tensor& dy) {
+  return record(r.y, "sub", {r.a, r.b}, [](Node& n, const Tensor& dy) {
     n.add_to_grad(0, dy);
     n.add_to_grad(1, dy, -1.0);
   });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_forward(a, b, "mul", [](auto x, auto z) { return x * z; });
+  const Binary r = binary_forward(a, b, "mul", [](auto x, auto z) { return x * z; });
   // forward: y = a * b        local: dy/da = b, dy/db = a
   // VJP:     da += dy * b;  db += dy * a
-  return record(y, "mul", {a, b}, [](Node& n, const Tensor& dy) {
+  return record(r.y, "mul", {r.a, r.b}, [](Node& n, const Tensor& dy) {
     const Tensor a = n.input(0), b = n.input(1);
     if (n.needs_grad(0)) n.add_to_grad(0, dy * b);
     if (n.needs_grad(1)) n.add_to_grad(1, dy * a);
@@ -81,13 +86,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_forward(a, b, "div", [](auto x, auto z) { return x / z; });
+  const Binary r = binary_forward(a, b, "div", [](auto x, auto z) { return x / z; });
   // forward: y = a / b        local: dy/da = 1 / b, dy/db = -a / b^2 = -(a / b) / b
   // VJP:     da += dy / b;  db -= dy * ((a / b) / b)
   // (a / b) / b, not a / (b b): b b overflows or goes subnormal long before the quotient does
   // (float32 a = 1e30, b = 1e20: b b = inf). It is PyTorch's formula, with y = a / b kept.
-  const Tensor y_saved = y.detach();
-  return record(y, "div", {a, b}, [y_saved](Node& n, const Tensor& dy) {
+  const Tensor y_saved = r.y.detach();
+  return record(r.y, "div", {r.a, r.b}, [y_saved](Node& n, const Tensor& dy) {
     const Tensor b = n.input(1);
     if (n.needs_grad(0)) n.add_to_grad(0, dy / b);
     if (n.needs_grad(1)) n.add_to_grad(1, dy * (y_saved / b), -1.0);
@@ -95,13 +100,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  Tensor y = binary_forward(a, b, "pow", [](auto x, auto z) { return std::pow(x, z); });
+  const Binary r = binary_forward(a, b, "pow", [](auto x, auto z) { return std::pow(x, z); });
   // forward: y = a^b          local: dy/da = b a^(b-1), dy/db = a^b ln a = y ln a
   // VJP:     da += dy * b a^(b-1)   (0 where b == 0: a^0 = 1 for every a, even a = 0)
   //          db += dy * y ln a      (0 where a == 0 and b >= 0: 0^b is flat or one-sided there)
   // The two zeros are PyTorch's (pow_backward_self, pow_backward_exponent).
-  const Tensor y_saved = y.detach();
-  return record(y, "pow", {a, b}, [y_saved](Node& n, const Tensor& dy) {
+  const Tensor y_saved = r.y.detach();
+  return record(r.y, "pow", {r.a, r.b}, [y_saved](Node& n, const Tensor& dy) {
     const auto [a, b] = arithmetic_operands(n.input(0), n.input(1), "pow"); // an integer exponent as float
     const Tensor zero = Tensor::zeros({}, dy.dtype());
     if (n.needs_grad(0)) n.add_to_grad(0, dy * where(eq(b, 0.0), zero, b * pow(a, b - 1.0)));

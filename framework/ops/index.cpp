@@ -30,8 +30,15 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
   check_defined(x, "index_select", "x");
   check_defined(index, "index_select", "index");
   check_index(index, "index_select");
-  if (index.dim() != 1)
-    throw std::invalid_argument(fmt::format("index_select: index must be 1-D, got shape {}", index.shape()));
+  if (index.dim() > 1)
+    throw std::invalid_argument(fmt::format("index_select: index must be 1-D or 0-d, got shape {}", index.shape()));
+  if (index.dim() == 0) return index_select(x, axis, reshape(index, {1})); // one index: the axis keeps size 1
+  if (x.dim() == 0) { // PyTorch's 0-d x: axis 0, one index (0), a 0-d result
+    wrap_axis(axis, 1, "index_select");
+    if (index.numel() != 1)
+      throw std::invalid_argument(fmt::format("index_select: a 0-d x takes one index, got shape {}", index.shape()));
+    return reshape(index_select(reshape(x, {1}), 0, index), {});
+  }
   axis = wrap_axis(axis, x.dim(), "index_select");
   OpTimer timer("index_select");
   Tensor xc = x.contiguous(), ic = index.contiguous();
@@ -73,10 +80,19 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
   axis = wrap_axis(axis, x.dim(), "gather");
   if (index.dim() != x.dim())
     throw std::invalid_argument(fmt::format("gather: index shape {} must have the rank of x {}", index.shape(), x.shape()));
-  for (int i = 0; i < x.dim(); ++i)
-    if (i != axis && index.shape()[i] != x.shape()[i])
-      throw std::invalid_argument(fmt::format("gather: index shape {} and x shape {} differ off axis {}", index.shape(),
-                                              x.shape(), axis));
+  bool smaller = false;
+  for (int i = 0; i < x.dim(); ++i) {
+    if (i != axis && index.shape()[i] > x.shape()[i])
+      throw std::invalid_argument(fmt::format("gather: index shape {} is larger than x shape {} off axis {}",
+                                              index.shape(), x.shape(), axis));
+    smaller = smaller || (i != axis && index.shape()[i] < x.shape()[i]);
+  }
+  if (smaller) { // PyTorch reads the leading part of those axes: gather from that view (its gradient is sliced back)
+    Tensor part = x;
+    for (int i = 0; i < x.dim(); ++i)
+      if (i != axis) part = slice(part, i, 0, index.shape()[i]);
+    return gather(part, axis, index);
+  }
   OpTimer timer("gather");
   Tensor xc = x.contiguous(), ic = index.contiguous();
   const std::int64_t len = x.shape()[axis], count = index.shape()[axis];

@@ -21,8 +21,11 @@ static void check_layer_norm(const Tensor& x, const Tensor& weight, const Tensor
       throw std::invalid_argument(fmt::format("{}: dtypes differ: input {} {}, {} {} {}", op, x.shape(),
                                               dtype_name(x.dtype()), p == &weight ? "weight" : "bias", p->shape(),
                                               dtype_name(p->dtype())));
-  if (D == 0) throw std::invalid_argument(fmt::format("{}: normalising over an empty axis, input {}", op, x.shape()));
 }
+
+// The rows LayerNorm normalises: every axis but the last (D = 0 too: rows of no elements, an empty
+// result, as PyTorch).
+static std::int64_t rows_of(const Tensor& x) { return Dims(x.shape().begin(), x.shape().end() - 1).numel(); }
 
 // Without affine parameters (PyTorch's elementwise_affine=False, or weight/bias None) the kernel
 // gets w = 1 and b = 0: constants that need no gradient, so the backward skips them.
@@ -34,7 +37,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   const Tensor b = bias.defined() ? bias : Tensor::zeros({D}, x.dtype());
   OpTimer timer("layer_norm");
   Tensor xc = x.contiguous(), wc = w.contiguous(), bc = b.contiguous();
-  const std::int64_t rows = x.numel() / D;
+  const std::int64_t rows = rows_of(x);
   Tensor out = new_tensor(x.shape(), x.dtype());
   Tensor stats = new_tensor({rows, 2}, x.dtype()); // per row: mean, rstd = 1 / sqrt(var + eps)
   dispatch_float(x.dtype(), "layer_norm", [&]<typename T>() {
@@ -62,12 +65,13 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, co
   if (!(x.shape() == y.shape()) || x.dtype() != y.dtype())
     throw std::invalid_argument(fmt::format("add_layer_norm: x {} {} and y {} {} must have one shape and dtype",
                                             x.shape(), dtype_name(x.dtype()), y.shape(), dtype_name(y.dtype())));
-  if (!weight.defined() || !bias.defined())
-    throw std::invalid_argument("add_layer_norm: weight and bias are required (use layer_norm without them)");
   check_layer_norm(x, weight, bias, "add_layer_norm");
+  const std::int64_t D = x.shape().back(), rows = rows_of(x);
+  // without weight or bias: 1 and 0, constants without a gradient (as layer_norm)
+  const Tensor w = weight.defined() ? weight : Tensor::ones({D}, x.dtype());
+  const Tensor b = bias.defined() ? bias : Tensor::zeros({D}, x.dtype());
   OpTimer timer("add_layer_norm");
-  const Tensor xc = x.contiguous(), yc = y.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();
-  const std::int64_t D = x.shape().back(), rows = x.numel() / D;
+  const Tensor xc = x.contiguous(), yc = y.contiguous(), wc = w.contiguous(), bc = b.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype()), s = new_tensor(x.shape(), x.dtype());
   Tensor stats = new_tensor({rows, 2}, x.dtype());
   dispatch_float(x.dtype(), "add_layer_norm", [&]<typename T>() {

@@ -13,29 +13,33 @@
 namespace headgrad::ops {
 namespace {
 
-// Runs the kernel with per-row lengths and/or a per-element keep mask and records the backward.
-Tensor softmax_rows(const Tensor& x, const std::vector<std::int64_t>* lens, const std::vector<std::uint8_t>* keep,
-                    const char* name) {
+// Runs the kernel with per-row lengths and/or a per-element keep mask (empty: none) and records the
+// backward, which keeps both.
+Tensor softmax_rows(const Tensor& x, std::vector<std::int64_t> lens, std::vector<std::uint8_t> keep, const char* name) {
   OpTimer timer(name);
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
   const std::int64_t cols = x.shape().back();
   const std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
   dispatch_float(x.dtype(), name, [&]<typename T>() {
-    kernels::softmax_forward<T>(out.data<T>(), xc.data<T>(), lens ? lens->data() : nullptr,
-                                keep ? keep->data() : nullptr, rows, cols);
+    kernels::softmax_forward<T>(out.data<T>(), xc.data<T>(), lens.empty() ? nullptr : lens.data(),
+                                keep.empty() ? nullptr : keep.data(), rows, cols);
   });
   // forward: y_i = exp(x_i) / sum_{j kept} exp(x_j) for kept i, y_i = 0 for masked i
-  // VJP:     dx_k += y_k (dy_k - sum_i dy_i y_i): masked k have y_k = 0, so dx_k = 0, and an
-  //          all-masked row has y = 0 and gets no gradient at all (no NaN, no uniform row).
+  // VJP:     dx_k += y_k (dy_k - sum_i dy_i y_i) for kept k; dx_k = 0 for masked k (y_k = 0, and
+  //          the kernel keeps it 0 where dy or y hold a NaN), so an all-masked row gets no
+  //          gradient at all (no NaN, no uniform row).
   // shapes:  x, y, dy, dx: (B, Tq, Tk) or (B, H, Tq, Tk) as (rows = B*H*Tq, cols = Tk)
   const Tensor y = out.detach();
-  return record(out, name, {x}, [y, rows, cols, name](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), name, [&]<typename T>() {
-      kernels::softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
-    });
-  });
+  return record(out, name, {x},
+                [y, rows, cols, name, lens = std::move(lens), keep = std::move(keep)](Node& n, const Tensor& dy) {
+                  const GradBuffer dx = n.grad_buffer(0);
+                  dispatch_float(dy.dtype(), name, [&]<typename T>() {
+                    kernels::softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(),
+                                                 lens.empty() ? nullptr : lens.data(),
+                                                 keep.empty() ? nullptr : keep.data(), rows, cols);
+                  });
+                });
 }
 
 // Scores as (batch, heads, queries, keys): 3-D scores (batch, queries, keys) are one head.
@@ -65,10 +69,10 @@ Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
                                             "(batch, queries) = [{}, {}] for X of shape {}",
                                             valid_lens.shape(), d.B, d.B, d.Tq, x.shape()));
   const std::vector<std::int64_t> v = valid_lens.to_int_vector();
-  for (std::size_t i = 0; i < v.size(); ++i)
-    if (v[i] < 0 || v[i] > d.Tk)
-      throw std::invalid_argument(fmt::format("masked_softmax: valid_lens[{}] = {} is outside [0, {}] (X shape {})", i,
-                                              v[i], d.Tk, x.shape()));
+  for (std::size_t i = 0; i < v.size(); ++i) // a length above Tk keeps every key (d2l's sequence_mask)
+    if (v[i] < 0)
+      throw std::invalid_argument(fmt::format("masked_softmax: valid_lens[{}] = {} is negative (X shape {})", i, v[i],
+                                              x.shape()));
   // row (b, h, q) keeps its batch row's (or query's) length, the same for every head
   std::vector<std::int64_t> lens(static_cast<std::size_t>(d.B * d.H * d.Tq));
   for (std::int64_t b = 0; b < d.B; ++b)
@@ -76,7 +80,7 @@ Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
       for (std::int64_t q = 0; q < d.Tq; ++q)
         lens[static_cast<std::size_t>((b * d.H + h) * d.Tq + q)] =
             v[static_cast<std::size_t>(per_batch ? b : b * d.Tq + q)];
-  return softmax_rows(x, &lens, nullptr, "masked_softmax");
+  return softmax_rows(x, std::move(lens), {}, "masked_softmax");
 }
 
 Tensor causal_softmax(const Tensor& x) {
@@ -87,7 +91,7 @@ Tensor causal_softmax(const Tensor& x) {
   const std::int64_t rows = Tk == 0 ? 0 : x.numel() / Tk;
   std::vector<std::int64_t> lens(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) lens[static_cast<std::size_t>(r)] = std::min(r % Tq + 1, Tk);
-  return softmax_rows(x, &lens, nullptr, "causal_softmax");
+  return softmax_rows(x, std::move(lens), {}, "causal_softmax");
 }
 
 Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep) {
@@ -115,7 +119,7 @@ Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep) {
                                                 : ((b * d.H + h) * d.Tq + q) * d.Tk + j;
           mask[static_cast<std::size_t>(((b * d.H + h) * d.Tq + q) * d.Tk + j)] = k[static_cast<std::size_t>(from)] != 0;
         }
-  return softmax_rows(x, nullptr, &mask, "masked_softmax_keep");
+  return softmax_rows(x, {}, std::move(mask), "masked_softmax_keep");
 }
 
 } // namespace headgrad::ops

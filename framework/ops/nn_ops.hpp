@@ -26,27 +26,35 @@ namespace headgrad::ops {
 //   When every kept logit lies below about -1e6, d2l's fill wins and it spreads the weight over
 //   the masked keys instead; here the kept keys still share it.
 // (PyTorch's own masked attention, with -inf, gives NaN for a row with nothing kept.) Lengths
-// must be int64 in [0, Tk]; anything else throws std::invalid_argument.
+// must be int64 and >= 0 (a negative one throws std::invalid_argument: d2l would mask every key);
+// a length above Tk keeps every key, as d2l's sequence_mask does.
+// NaN: a NaN or +inf among a row's kept logits makes the whole row NaN (masked keys too), as in
+// d2l and PyTorch; masked keys still get zero gradient (d2l's fill cuts their gradient path).
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens = Tensor());
 // Causal: query i sees keys j <= i (x is (..., Tq, Tk); row i keeps min(i + 1, Tk) keys).
 Tensor causal_softmax(const Tensor& x);
 // Boolean key mask for x (B, Tq, Tk) or (B, H, Tq, Tk), keep: bool8 (B, Tk) or (B, Tq, Tk), the
 // same for every head, or x's own shape (B, H, Tq, Tk); TRUE MEANS KEEP (attend), false masks.
-// A row with nothing kept is all zeros with zero gradient (PyTorch, masking with -inf: NaN).
+// A row with nothing kept is all zeros with zero gradient (PyTorch, masking with -inf: NaN). NaN
+// and masked gradients as masked_softmax (PyTorch's masked_fill(-inf) + softmax).
 Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep);
 
 // ---- fused multi-head attention (attention.cpp) ----------------------------------------------
 // The keys each query may attend to. Any combination; a query that keeps no key outputs zeros and
-// passes no gradient (as masked_softmax with a zero length).
+// passes no gradient (as masked_softmax with a zero length). A NaN or +inf among a query's kept
+// scores makes its output row NaN, as the composed ops (and PyTorch's) give.
 struct AttentionMask {
-  Tensor valid_lens;   // undefined, or int64 (B) or (B, Tq): key j kept when j < valid_lens (d2l)
+  Tensor valid_lens;   // undefined, or int64 (B) or (B, Tq), >= 0: key j kept when j < valid_lens (d2l;
+                       // a length above Tk keeps every key)
   bool causal = false; // key j kept only when j <= query i
   Tensor keep;         // undefined, or bool (B, Tk) or (B, Tq, Tk): true keeps
 };
 // d2l's multi-head attention after the projections, as one op: q (B, Tq, C), k and v (B, Tk, C)
 // with C = heads * head_dim, each head the C / heads columns of its index; returns (B, Tq, C),
 // the heads side by side (what transpose_output gives). Equal to transpose_qkv ->
-// DotProductAttention -> transpose_output (dropout 0). scale 0 means 1 / sqrt(head_dim).
+// DotProductAttention -> transpose_output (dropout 0). scale 0 means 1 / sqrt(head_dim); any other
+// finite scale, negative ones included, multiplies the scores as given (NaN or infinite: refused
+// with std::invalid_argument).
 // `weights`, if given, receives the attention weights (B, heads, Tq, Tk).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads,
                  const AttentionMask& mask = {}, Tensor* weights = nullptr, double scale = 0);
@@ -64,9 +72,13 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 
 // ---- layer norm (layer_norm.cpp) --------------------------------------------------------------
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as PyTorch).
-// weight and bias may each be undefined (no affine parameters: 1 and 0, as PyTorch's None).
+// weight and bias may each be undefined (no affine parameters: 1 and 0, as PyTorch's None). An
+// empty last axis (D = 0) gives an empty result, as PyTorch. A row of finite values whose squared
+// deviations overflow (float32 from |x| ~ 1e19, float64 from 1e154) is normalised exactly, by a
+// rescaled variance, where PyTorch returns NaN; a row holding an infinity or NaN gives NaN.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-// layer_norm(x + y, ...) as one op (d2l's AddNorm: a residual connection and its norm).
+// layer_norm(x + y, ...) as one op (d2l's AddNorm: a residual connection and its norm); weight and
+// bias optional, as for layer_norm.
 Tensor add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 // ---- dropout (dropout.cpp) --------------------------------------------------------------------

@@ -98,8 +98,9 @@ Tensor sum(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 // (mean(zeros(0, 3), {1}) is the empty (0) tensor).
 Tensor mean(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 // torch.var / torch.std: sum((x - mean)^2) / (N - correction), correction 1 being Bessel's
-// (PyTorch's unbiased default). N - correction <= 0 gives inf or NaN, as PyTorch; an empty
-// reduced axis throws, as mean.
+// (PyTorch's unbiased default). N - correction <= 0 gives inf or NaN, as PyTorch, and so does the
+// gradient at N - correction = 0; a correction above N gives PyTorch's finite gradient
+// 2 (x - mean) / (N - correction) for var (0 for std). An empty reduced axis throws, as mean.
 Tensor var(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
 Tensor std(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
 // Sums `x` down to `shape` over broadcast axes (the backward of broadcasting).
@@ -123,7 +124,10 @@ ValuesIndices topk(const Tensor& x, std::int64_t k, int axis = -1, bool largest 
 
 // ---- softmax family (softmax.cpp) -----------------------------------------------------------
 // Difference: a row that is all -inf gives zeros and a zero gradient (PyTorch: NaN), the same
-// convention as masked_softmax's empty rows. log_softmax gives NaN there, as PyTorch.
+// convention as masked_softmax's empty rows. log_softmax gives NaN there, as PyTorch. A row
+// holding a NaN or +inf is NaN throughout, as PyTorch. log_softmax is (x - max) - log sum
+// exp(x - max), PyTorch's order, exact to rounding at large logits. A 0-d x is one row of one
+// element (softmax 1, log_softmax 0, as PyTorch; axis 0 or -1).
 Tensor softmax(const Tensor& x);     // over the last axis
 Tensor log_softmax(const Tensor& x); // over the last axis
 Tensor softmax(const Tensor& x, int axis);
@@ -138,9 +142,12 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b, double scale = 1.0);
 
 // ---- indexing (index.cpp) -------------------------------------------------------------------
-// out = x.index_select(axis, index): index is 1-D int64 of any length.
+// out = x.index_select(axis, index): index is int64, 1-D of any length or 0-d (one index, as
+// PyTorch: the axis keeps size 1). A 0-d x takes axis 0 or -1 and an index of one element (0),
+// and gives a 0-d result; any other index of a 0-d x is refused (PyTorch reads past its one element).
 Tensor index_select(const Tensor& x, int axis, const Tensor& index);
-// out[..., i, ...] = x[..., index[..., i, ...], ...] along axis; index has x's rank.
+// out[..., i, ...] = x[..., index[..., i, ...], ...] along axis; index has x's rank and is no
+// larger than x on the other axes (PyTorch's rule: out has index's shape).
 Tensor gather(const Tensor& x, int axis, const Tensor& index);
 // Rows of `weight (V, d)` picked by integer `tokens` of any shape: out (..., d).
 Tensor embedding(const Tensor& weight, const Tensor& tokens);

@@ -34,9 +34,14 @@ std::pair<Tensor, Tensor> arithmetic_operands(const Tensor& a, const Tensor& b, 
   check_defined(a, op, "a");
   check_defined(b, op, "b");
   if (a.dtype() == b.dtype()) return {a, b};
-  if (is_float(a.dtype()) && is_float(b.dtype()))
+  if (is_float(a.dtype()) && is_float(b.dtype())) {
+    // a 0-d operand next to a dimensioned one takes its dtype (torch.result_type: same category, so
+    // the dimensioned operand decides); its gradient comes back in its own dtype through to_dtype
+    if (a.dim() == 0 && b.dim() > 0) return {to_dtype(a, b.dtype()), b};
+    if (b.dim() == 0 && a.dim() > 0) return {a, to_dtype(b, a.dtype())};
     throw std::invalid_argument(fmt::format("{}: dtypes differ: {} {} and {} {}", op, a.shape(), dtype_name(a.dtype()),
                                             b.shape(), dtype_name(b.dtype())));
+  }
   if (!is_float(a.dtype()) && !is_float(b.dtype()))
     throw std::invalid_argument(fmt::format("{}: no float operand: {} {} and {} {} (integer arithmetic is not "
                                             "supported; convert one with to_dtype)",

@@ -5,9 +5,12 @@
 // only when its category (bool, integer, float) is higher than every dimensioned operand's.
 // Comparisons follow them exactly. Arithmetic (add, sub, mul, div, pow, where) follows them for
 // an integer or bool operand next to a float one - it computes in the float dtype, and the
-// integer operand gets no gradient - and refuses the two cases PyTorch would also promote:
-//   float32 with float64   a silent float64 result would hide a mixed-precision slip (the
-//                          gradient check runs float64, training float32); convert explicitly;
+// integer operand gets no gradient - and for float32 next to float64 when one is 0-d and the
+// other is not (the dimensioned operand's dtype: a float64 0-d scalar does not turn float32 work
+// into float64, in PyTorch either). It refuses the two cases PyTorch would promote:
+//   float32 with float64, both 0-d or both dimensioned   a silent float64 result would hide a
+//                          mixed-precision slip (the gradient check runs float64, training
+//                          float32); convert explicitly;
 //   int64/bool with int64/bool  integer arithmetic is not implemented (no op here needs it).
 #pragma once
 #include <utility>

@@ -108,14 +108,17 @@ static Tensor moment(const Tensor& x, const Dims& axes, std::int64_t correction,
   dispatch_float(x.dtype(), name, [&]<typename T>() {
     kernels::mean_var_rows<T>(out.data<T>(), mean.data<T>(), rows.data<T>(), r.kept.numel(), r.count, divisor, root);
   });
-  // forward: v = sum_k (x_k - m)^2 / (N - c), m = mean_k x_k (over the reduced axes); y = v or sqrt(v)
+  // forward: v = sum_k (x_k - m)^2 / max(0, N - c), m = mean_k x_k (over the reduced axes); y = v or sqrt(v)
   // local:   dv/dx_k = 2 (x_k - m) / (N - c)  (the term through m sums to zero and is left out, as
   //          PyTorch does: an infinite x then gives an infinite gradient rather than NaN);
   //          dy/dv = 1 / (2 y) for std, taken as 0 where y = 0 (PyTorch's choice at the kink)
   // VJP:     g = dy (var) or where(y == 0, 0, dy / (2 y)) (std);  dx += (2 / (N - c)) g (x - m)
-  //          (dy, y, m with the reduced axes kept as size 1, broadcast)
+  //          (dy, y, m with the reduced axes kept as size 1, broadcast). N - c is not clamped
+  //          here, as in PyTorch's var_backward: a correction above N gives a finite, negative
+  //          scale (var; std's g is dy / inf = 0 then) where the forward is inf.
   const Tensor y = out.detach();
-  Tensor result = record(out, name, {x}, [y, mean, root, scale = 2.0 / divisor](Node& n, const Tensor& dy) {
+  const double scale = 2.0 / static_cast<double>(r.count - correction);
+  Tensor result = record(out, name, {x}, [y, mean, root, scale](Node& n, const Tensor& dy) {
     const Tensor g = root ? where(eq(y, 0.0), Tensor::zeros({}, dy.dtype()), dy / (y * 2.0)) : dy;
     n.add_to_grad(0, mul_scalar(g, scale) * (n.input(0) - mean));
   });

@@ -12,9 +12,22 @@
 
 namespace headgrad::ops {
 
+namespace {
+// A 0-d x as one row of one element, and the result back as 0-d (PyTorch's softmax of a scalar).
+template <typename F> Tensor as_one_row(const Tensor& x, F&& f) { return reshape(f(reshape(x, {1})), {}); }
+
+// `axis` of x in [0, rank), a 0-d x taking 0 or -1 as PyTorch does.
+int softmax_axis(const Tensor& x, int axis, const char* op) {
+  if (x.dim() > 0) return wrap_axis(axis, x.dim(), op);
+  if (axis != 0 && axis != -1)
+    throw std::invalid_argument(fmt::format("{}: axis {} is out of range for a 0-d tensor (0 or -1)", op, axis));
+  return 0;
+}
+} // namespace
+
 Tensor softmax(const Tensor& x) {
   check_defined(x, "softmax", "x");
-  if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
+  if (x.dim() == 0) return as_one_row(x, [](const Tensor& r) { return softmax(r); });
   OpTimer timer("softmax");
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
@@ -31,14 +44,15 @@ Tensor softmax(const Tensor& x) {
   return record(out, "softmax", {x}, [y, rows, cols](Node& n, const Tensor& dy) {
     const GradBuffer dx = n.grad_buffer(0);
     dispatch_float(dy.dtype(), "softmax", [&]<typename T>() {
-      kernels::softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
+      kernels::softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), nullptr, nullptr, rows,
+                                   cols);
     });
   });
 }
 
 Tensor log_softmax(const Tensor& x) {
   check_defined(x, "log_softmax", "x");
-  if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
+  if (x.dim() == 0) return as_one_row(x, [](const Tensor& r) { return log_softmax(r); });
   OpTimer timer("log_softmax");
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
@@ -86,15 +100,14 @@ static Tensor softmax_along(const Tensor& x, int axis, bool log, const char* nam
 
 Tensor softmax(const Tensor& x, int axis) {
   check_defined(x, "softmax", "x");
-  if (x.dim() == 0) throw std::invalid_argument("softmax: needs at least one axis, got a scalar");
-  axis = wrap_axis(axis, x.dim(), "softmax");
-  return axis == x.dim() - 1 ? softmax(x) : softmax_along(x, axis, false, "softmax");
+  axis = softmax_axis(x, axis, "softmax");
+  return x.dim() == 0 || axis == x.dim() - 1 ? softmax(x) : softmax_along(x, axis, false, "softmax");
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
   check_defined(x, "log_softmax", "x");
-  if (x.dim() == 0) throw std::invalid_argument("log_softmax: needs at least one axis, got a scalar");
-  axis = wrap_axis(axis, x.dim(), "log_softmax");
+  axis = softmax_axis(x, axis, "log_softmax");
+  if (x.dim() == 0) return log_softmax(x);
   return axis == x.dim() - 1 ? log_softmax(x) : softmax_along(x, axis, true, "log_softmax");
 }
 

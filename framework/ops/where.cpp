@@ -43,7 +43,8 @@ Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   // forward: y = cond ? a : b
   // local:   dy/da = [cond], dy/db = [not cond]
   // VJP:     da += where(cond, dy, 0);  db += where(cond, 0, dy)    (summed over broadcast axes)
-  return record(y, "where", {cond, a_in, b_in}, [](Node& n, const Tensor& dy) {
+  return record(y, "where", {cond, a, b}, // the operands as converted (see elementwise.cpp)
+                [](Node& n, const Tensor& dy) {
     const Tensor cond = n.input(0), zero = Tensor::zeros({}, dy.dtype());
     if (n.needs_grad(1)) n.add_to_grad(1, where(cond, dy, zero));
     if (n.needs_grad(2)) n.add_to_grad(2, where(cond, zero, dy));

@@ -57,10 +57,45 @@ template <typename T> inline T fused_multiply_add(T a, T b, T c) {
   else return std::fma(a, b, c);
 }
 
+// The scalars of one parameter's Adam step, rounded to T (see Adam::step).
+template <typename T> struct AdamScalars {
+  T b1, b2, one_minus_b1, one_minus_b2, eps, wd, step_size, bc2_sqrt, decay;
+  T sign; // -1 with maximize: grad = -grad (exact, as the negation)
+  bool decoupled;
+};
+
+// One parameter's Adam / AdamW update, ~10 flops and a sqrt per element. A function of its own so
+// that __restrict holds (weight, gradient and moments are separate buffers) and the loop
+// vectorises, sqrt and division included; AMSGrad's running max is a second instantiation, so
+// the plain loop carries none of it.
+template <typename T, bool kAmsgrad>
+void adam_update(T* __restrict w, const T* __restrict gr, T* __restrict m, T* __restrict v, T* __restrict vmax,
+                 std::int64_t n, const AdamScalars<T> c) {
+#pragma omp parallel for schedule(static) if (kernels::worth_threads(n, 4))
+  for (std::int64_t k = 0; k < n; ++k) {
+    T d = c.sign * gr[k];                                   // grad = -grad with maximize
+    if (c.decoupled) w[k] *= c.decay;                        // AdamW: p.mul_(1 - lr * wd)
+    else d = fused_multiply_add(w[k], c.wd, d);             // Adam: grad.add(p, alpha=wd)
+    m[k] = fused_multiply_add(d, c.one_minus_b1, c.b1 * m[k]); // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+    v[k] = fused_multiply_add(c.one_minus_b2 * d, d, c.b2 * v[k]); // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    T vk = v[k];
+    if constexpr (kAmsgrad) vk = vmax[k] = kernels::max_nan(vmax[k], vk); // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=...)
+    w[k] -= c.step_size * m[k] / (std::sqrt(vk) / c.bc2_sqrt + c.eps); // p.addcdiv_(m, sqrt(v) / bc2_sqrt + eps, value=-ss)
+  }
+}
+
 } // namespace
 
-void Optimizer::zero_grad() {
-  for (auto& [name, p] : params_) p.zero_grad();
+void Optimizer::zero_grad(bool set_to_none) {
+  for (auto& [name, p] : params_) {
+    if (set_to_none) {
+      Tensor(p).zero_grad();
+      continue;
+    }
+    const Tensor g = p.grad(); // a leaf's gradient: its own contiguous buffer (autograd.cpp)
+    if (g.defined())
+      dispatch_float(g.dtype(), "zero_grad", [&]<typename T>() { std::fill(g.data<T>(), g.data<T>() + g.numel(), T(0)); });
+  }
 }
 
 void Optimizer::add_step_state(nn::NamedTensors& state) const {
@@ -84,6 +119,10 @@ void Optimizer::commit_steps(const std::pair<std::int64_t, std::vector<std::int6
 
 SGD::SGD(nn::NamedTensors params, SGDOptions opt) : Optimizer(std::move(params)), opt_(opt) {
   lr_ = opt.lr;
+  if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0)) // as torch.optim.SGD
+    throw std::invalid_argument(fmt::format("SGD: nesterov needs momentum > 0 and dampening 0, got momentum {} and "
+                                            "dampening {}",
+                                            opt.momentum, opt.dampening));
   for (auto& [name, p] : params_) check_defined(p, "SGD", name.c_str());
   for (auto& [name, p] : params_) buf_.push_back(Tensor::zeros(p.shape(), p.dtype()));
 }
@@ -99,13 +138,17 @@ void SGD::step() {
       T* w = p.data<T>();
       const T* gr = g.data<T>();
       T* b = buf_[i].data<T>();
-      // p.add_(d_p, alpha=-lr): the scalar -lr rounded to T
+      // p.add_(d_p, alpha=-lr): the scalar -lr rounded to T; alpha = 1 - dampening formed in double
       const T lr = static_cast<T>(lr_), wd = static_cast<T>(opt_.weight_decay), mom = static_cast<T>(opt_.momentum);
+      const T undamped = static_cast<T>(1.0 - opt_.dampening);
+      const bool nesterov = opt_.nesterov, maximize = opt_.maximize;
       for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
-        T d = fused_multiply_add(w[k], wd, gr[k]); // d_p = grad.add(p, alpha=wd)
+        const T g = maximize ? -gr[k] : gr[k];  // d_p = -grad with maximize
+        T d = fused_multiply_add(w[k], wd, g); // d_p = d_p.add(p, alpha=wd)
         if (mom != T(0)) {
-          b[k] = first ? d : mom * b[k] + d; // buf = clone(d_p), then buf.mul_(momentum).add_(d_p)
-          d = b[k];
+          // buf = clone(d_p), then buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
+          b[k] = first ? d : fused_multiply_add(d, undamped, mom * b[k]);
+          d = nesterov ? fused_multiply_add(b[k], mom, d) : b[k]; // d_p.add(buf, alpha=momentum), or buf
         }
         w[k] = fused_multiply_add(d, -lr, w[k]); // p.add_(d_p, alpha=-lr)
       }
@@ -135,6 +178,7 @@ Adam::Adam(nn::NamedTensors params, AdamOptions opt) : Optimizer(std::move(param
     check_defined(p, "Adam", name.c_str());
     m_.push_back(Tensor::zeros(p.shape(), p.dtype()));
     v_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+    if (opt.amsgrad) vmax_.push_back(Tensor::zeros(p.shape(), p.dtype()));
   }
 }
 
@@ -151,30 +195,21 @@ void Adam::step() {
     const double step_size = lr_ / bc1;
     const double bc2_sqrt = std::sqrt(bc2);
     dispatch_float(p.dtype(), "Adam", [&]<typename T>() {
-      // __restrict: weight, gradient and both moments are separate buffers; saying so lets the
-      // compiler vectorise the update (sqrt and division included).
-      T* __restrict w = p.data<T>();
-      const T* __restrict gr = g.data<T>();
-      T* __restrict m = m_[i].data<T>();
-      T* __restrict v = v_[i].data<T>();
+      T* w = p.data<T>();
+      const T* gr = g.data<T>();
+      T* m = m_[i].data<T>();
+      T* v = v_[i].data<T>();
+      T* vmax = opt_.amsgrad ? vmax_[i].data<T>() : nullptr;
       const T b1 = static_cast<T>(opt_.beta1), b2 = static_cast<T>(opt_.beta2), eps = static_cast<T>(opt_.eps);
       // 1 - beta in double, then rounded: 1 - 0.999f in float32 would be 0.00099998713, not 0.001
       const T one_minus_b1 = static_cast<T>(1.0 - opt_.beta1), one_minus_b2 = static_cast<T>(1.0 - opt_.beta2);
       const T wd = static_cast<T>(opt_.weight_decay), ss = static_cast<T>(step_size);
       const T bcs = static_cast<T>(bc2_sqrt);
       const T decay = static_cast<T>(1.0 - lr_ * opt_.weight_decay);
-      const bool decoupled = opt_.decoupled;
-      const std::int64_t n = p.numel();
-      // ~10 flops and a sqrt per element
-#pragma omp parallel for schedule(static) if (kernels::worth_threads(n, 4))
-      for (std::int64_t k = 0; k < n; ++k) {
-        T d = gr[k];
-        if (decoupled) w[k] *= decay;                // AdamW: p.mul_(1 - lr * wd)
-        else d = fused_multiply_add(w[k], wd, d);   // Adam: grad.add(p, alpha=wd)
-        m[k] = fused_multiply_add(d, one_minus_b1, b1 * m[k]); // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-        v[k] = fused_multiply_add(one_minus_b2 * d, d, b2 * v[k]); // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        w[k] -= ss * m[k] / (std::sqrt(v[k]) / bcs + eps); // p.addcdiv_(m, sqrt(v) / bc2_sqrt + eps, value=-ss)
-      }
+      const AdamScalars<T> c{b1, b2, one_minus_b1, one_minus_b2, eps, wd, ss, bcs, decay,
+                             opt_.maximize ? T(-1) : T(1), opt_.decoupled};
+      if (vmax) adam_update<T, true>(w, gr, m, v, vmax, p.numel(), c);
+      else adam_update<T, false>(w, gr, m, v, nullptr, p.numel(), c);
     });
   }
 }
@@ -185,20 +220,23 @@ nn::NamedTensors Adam::state() const {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     s.emplace_back("exp_avg." + params_[i].first, m_[i]);
     s.emplace_back("exp_avg_sq." + params_[i].first, v_[i]);
+    if (opt_.amsgrad) s.emplace_back("max_exp_avg_sq." + params_[i].first, vmax_[i]);
   }
   return s;
 }
 
 void Adam::load_state(const nn::NamedTensors& state, const std::string& source) {
   const auto steps = read_steps(state, source);
-  std::vector<const Tensor*> m, v;
+  std::vector<const Tensor*> m, v, vmax;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     m.push_back(&find_state(state, "exp_avg." + params_[i].first, m_[i], source));
     v.push_back(&find_state(state, "exp_avg_sq." + params_[i].first, v_[i], source));
+    if (opt_.amsgrad) vmax.push_back(&find_state(state, "max_exp_avg_sq." + params_[i].first, vmax_[i], source));
   }
   for (std::size_t i = 0; i < params_.size(); ++i) {
     copy_into(m_[i], *m[i]);
     copy_into(v_[i], *v[i]);
+    if (opt_.amsgrad) copy_into(vmax_[i], *vmax[i]);
   }
   commit_steps(steps);
 }
@@ -206,6 +244,8 @@ void Adam::load_state(const nn::NamedTensors& state, const std::string& source) 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   double sq = 0;
   for (const auto& p : params) check_defined(p, "clip_grad_norm", "a parameter");
+  if (!(max_norm >= 0))
+    throw std::invalid_argument(fmt::format("clip_grad_norm: max_norm must be >= 0, got {}", max_norm));
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -218,14 +258,18 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     });
   }
   const double norm = std::sqrt(sq);
-  if (!std::isfinite(norm) || norm <= max_norm) return norm;
-  const double scale = max_norm / (norm + 1e-6); // PyTorch's clip_grad_norm_ uses the same 1e-6
+  // clip_coef = max_norm / (total_norm + 1e-6), clamped to at most 1 (a NaN stays NaN, as
+  // torch.clamp keeps it), then every gradient times it
+  const double coef = max_norm / (norm + 1e-6);
+  const double clamped = coef > 1 ? 1.0 : coef;
+  if (clamped == 1.0) return norm; // times 1: nothing changes
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
       T* d = g.data<T>();
-      for (std::int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= static_cast<T>(scale);
+      const T c = static_cast<T>(clamped);
+      for (std::int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= c;
     });
   }
   return norm;

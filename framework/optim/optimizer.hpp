@@ -1,20 +1,23 @@
-// optimizer.hpp - SGD (momentum, weight decay), Adam and AdamW with PyTorch's update rules,
-// global-norm gradient clipping, and the learning-rate schedule.
+// optimizer.hpp - SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW (AMSGrad) with
+// PyTorch's update rules, global-norm gradient clipping, and the learning-rate schedule.
 //
 // Update rules: torch.optim in torch 1.13, the single-tensor path (foreach=False: _single_tensor_sgd,
 // _single_tensor_adam, _single_tensor_adamw in torch/optim/{sgd,adam,adamw}.py), with its
 // arithmetic: every scalar is formed in double as Python forms it (1 - beta1, 1 - beta2, lr / (1 -
-// beta1^t), sqrt(1 - beta2^t), 1 - lr * wd) and rounded once to the parameter's dtype, and the
-// elementwise steps run in the parameter's dtype in PyTorch's order. t is the parameter's own
-// step count (PyTorch's state['step']): it advances only in a step() that finds a gradient on that
-// parameter; a parameter without one is skipped entirely (its moments and step stay as they are).
-//   SGD:   g = grad + wd * p;  buf = momentum * buf + g (buf = g at the parameter's first step);
-//          p -= lr * buf     (dampening 0, no Nesterov)
-//   Adam:  g = grad + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g
+// beta1^t), sqrt(1 - beta2^t), 1 - lr * wd, 1 - dampening) and rounded once to the parameter's
+// dtype, and the elementwise steps run in the parameter's dtype in PyTorch's order. t is the
+// parameter's own step count (PyTorch's state['step']): it advances only in a step() that finds a
+// gradient on that parameter; a parameter without one is skipped entirely (its moments and step
+// stay as they are).
+//   SGD:   g = ±grad + wd * p  (-grad with maximize)
+//          buf = g at the parameter's first step, then buf = momentum * buf + (1 - dampening) g
+//          d = g + momentum * buf (nesterov) or buf (momentum != 0) or g;  p -= lr * d
+//   Adam:  g = ±grad + wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g g
+//          amsgrad: vmax = max(vmax, v) (NaN stays), used for v below
 //          p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 //   AdamW: p *= 1 - lr * wd, then Adam's step with wd = 0 (decoupled weight decay)
-// tests/test_optim_golden.cpp holds all three to PyTorch float32 over 20 steps. The Adam update is
-// one fused loop per parameter (no temporaries).
+// tests/test_optim_golden.cpp holds every option to PyTorch float32 over 20 steps, bit for bit.
+// The Adam update is one fused loop per parameter (no temporaries).
 #pragma once
 #include <map>
 #include <memory>
@@ -31,7 +34,16 @@ public:
   explicit Optimizer(nn::NamedTensors params) : params_(std::move(params)) {}
   virtual ~Optimizer() = default;
   virtual void step() = 0; // uses each parameter's grad; parameters without grad are skipped
-  void zero_grad();
+  // Clears every parameter's gradient before the next backward. set_to_none (the default, as
+  // torch.optim from torch 2.0): the gradient is dropped, so the next backward writes a fresh one
+  // without a zero fill, and a parameter that gets no gradient in a step is skipped by step() -
+  // its momentum, weight decay and Adam moments stand still, and its step count too.
+  // set_to_none = false (torch 1.13's default, zero_grad(set_to_none=False)): each existing
+  // gradient is filled with zeros in place (one that was never made stays undefined, as in
+  // PyTorch), so such a parameter steps with a zero gradient: momentum and decay still move it,
+  // Adam's moments decay and its step count advances. The default is the cheaper one and the one
+  // whose step() matches "no gradient, no update"; pass false to reproduce a torch 1.13 loop.
+  void zero_grad(bool set_to_none = true);
   void set_lr(double lr) { lr_ = lr; }
   double lr() const { return lr_; }
   std::int64_t steps() const { return t_; } // step() calls so far
@@ -61,8 +73,13 @@ protected:
   std::vector<std::int64_t> param_steps_ = std::vector<std::int64_t>(params_.size(), 0);
 };
 
+// torch.optim.SGD's options (maximize as its keyword). nesterov needs momentum > 0 and dampening
+// 0, as in PyTorch (std::invalid_argument otherwise).
 struct SGDOptions {
   double lr = 1e-2, momentum = 0.0, weight_decay = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  bool maximize = false; // ascend: step along +grad
 };
 class SGD : public Optimizer {
 public:
@@ -78,6 +95,8 @@ private:
 struct AdamOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled = false; // true: AdamW
+  bool amsgrad = false;   // normalise by the running max of v (Reddi et al., 2018); state "max_exp_avg_sq.<name>"
+  bool maximize = false;  // ascend: step along +grad
 };
 class Adam : public Optimizer {
 public:
@@ -87,11 +106,19 @@ public:
   void load_state(const nn::NamedTensors& state, const std::string& source) override;
 private:
   AdamOptions opt_;
-  std::vector<Tensor> m_, v_;
+  std::vector<Tensor> m_, v_, vmax_; // vmax_: amsgrad only
 };
 
-// Scales every gradient by min(1, max_norm / total_norm) where total_norm is the L2 norm of all
-// gradients together. Returns total_norm (before clipping); NaN/Inf norms are returned as is.
+// torch.nn.utils.clip_grad_norm_ (torch 1.13): total_norm is the L2 norm of all gradients together
+// (parameters without one are left out), and every gradient is multiplied by
+//   min(1, max_norm / (total_norm + 1e-6))
+// always, as PyTorch does: a norm a little below max_norm (within 1e-6) is scaled too, a NaN norm
+// makes every gradient NaN, an infinite one makes the finite entries 0 and the infinite ones NaN.
+// (A factor of exactly 1 is skipped: multiplying by 1 changes nothing.) Returns total_norm, before
+// clipping. Difference: total_norm is accumulated in double, so it stays finite where PyTorch's
+// float32 norm of float32 gradients overflows to inf (a sum of squares above 3.4e38: gradients of
+// about 1e19) and would then zero every gradient; here they are scaled to max_norm. max_norm must
+// be >= 0 (std::invalid_argument otherwise; PyTorch would flip the gradients' sign).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 // Linear warmup from 0 to base_lr over `warmup` steps, then constant or cosine decay to min_lr at

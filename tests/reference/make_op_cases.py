@@ -17,9 +17,17 @@ random tensor stored alongside. Shapes include size-0 and size-1 axes; many floa
 NaN, +-inf, signed zeros and huge or tiny values.
 
 Where headgrad documents a difference from PyTorch (framework/ops/DERIVATIVES.md), the generator
-avoids that input rather than encoding the difference: a softmax row of nothing but -inf, a mean,
-var or std over an empty axis, a cross-entropy mean with nothing counted, a masked softmax with a
-zero length, float32 mixed with float64 in arithmetic, integer-only arithmetic.
+avoids that input rather than encoding the difference: a softmax row of nothing but -inf (or a
+masked row keeping only -inf keys), a mean, var or std over an empty axis, a cross-entropy mean
+with nothing counted, a masked softmax with a zero length, float32 mixed with float64 in
+arithmetic (both dimensioned or both 0-d), integer-only arithmetic, float32 gradients of 1e19 and
+more for clip_grad_norm. One is encoded instead, because headgrad's answer is the exact one:
+layer norm rows whose squared deviations overflow, whose reference is PyTorch's layer_norm of the
+row scaled by a power of two (t_layer_norm's ref_exp).
+
+The families of the second round (softmax_special, large_logits, layer_norm_overflow, clip,
+correction, accepted) come after all the others, each drawing from the one random stream in turn,
+so that adding them left every earlier case (and its offsets) as it was.
 
 File layout (safetensors, written with make_fixtures.write_safetensors):
   data.f32, data.f64, data.i64   every tensor's elements, back to back, in one flat tensor per
@@ -258,7 +266,9 @@ def t_attention(x, p):
     B, Tq, C = q.shape
     Tk, dh = k.shape[1], C // H
     split = lambda t: t.reshape(B, t.shape[1], H, dh).permute(0, 2, 1, 3)  # noqa: E731
-    s = split(q) @ split(k).transpose(-1, -2) / math.sqrt(dh)
+    scale = p.get("scale") or 0  # 0 (or absent): d2l's 1 / sqrt(head_dim)
+    s = split(q) @ split(k).transpose(-1, -2)
+    s = s * scale if scale else s / math.sqrt(dh)
     keep = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
     if len(x) > 3:
         lens = x[3] if x[3].dim() == 2 else x[3][:, None].expand(B, Tq)
@@ -267,6 +277,34 @@ def t_attention(x, p):
         keep = keep & (torch.arange(Tk)[None, :] <= torch.arange(Tq)[:, None])[None, None]
     a = s.masked_fill(~keep, -math.inf).softmax(-1)
     return [(a @ split(v)).permute(0, 2, 1, 3).reshape(B, Tq, C)]
+
+
+def t_layer_norm(x, p):
+    """F.layer_norm over the last axis; weight and bias optional (None where p says so). With
+    p["ref_exp"] = k it is computed as layer_norm(x 2^-k, eps 2^-2k) - the same function exactly
+    (power-of-two scaling is exact, and x-hat does not change) - for rows whose squared deviations
+    overflow the dtype, where PyTorch's own layer_norm returns NaN (a documented difference) and
+    headgrad gives the exact value."""
+    w = x[1] if len(x) > 1 and not p.get("no_weight") else None
+    b = x[-1] if len(x) > 1 and not p.get("no_bias") else None
+    if len(x) == 2:  # one affine tensor: which one p says
+        w, b = (None, x[1]) if p.get("no_weight") else (x[1], None)
+    k = p.get("ref_exp")
+    if k is None:
+        return [F.layer_norm(x[0], (x[0].shape[-1],), w, b, p["eps"])]
+    return [F.layer_norm(x[0] * 2.0 ** -k, (x[0].shape[-1],), w, b, p["eps"] * 2.0 ** (-2 * k))]
+
+
+def t_clip_grad_norm(x, p):
+    """torch.nn.utils.clip_grad_norm_ over parameters whose gradients are the inputs: the norm (0-d)
+    and the clipped gradients."""
+    params = []
+    for g in x:
+        t = torch.zeros_like(g, requires_grad=True)
+        t.grad = g.detach().clone()
+        params.append(t)
+    norm = torch.nn.utils.clip_grad_norm_(params, p["max_norm"])
+    return [norm.to(x[0].dtype)] + [t.grad for t in params]
 
 
 OPS = {
@@ -315,8 +353,9 @@ OPS = {
     # products and layers
     "matmul": lambda x, p: [torch.matmul(x[0], x[1]) * p["scale"] if p["scale"] != 1 else torch.matmul(x[0], x[1])],
     "linear": lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)],
-    "layer_norm": lambda x, p: [F.layer_norm(x[0], (x[0].shape[-1],), x[1] if len(x) > 1 else None,
-                                             x[2] if len(x) > 2 else None, p["eps"])],
+    "layer_norm": lambda x, p: t_layer_norm(x, p),
+    "add_layer_norm": lambda x, p: t_layer_norm([x[0] + x[1]] + list(x[2:]), p),
+    "clip_grad_norm": lambda x, p: t_clip_grad_norm(x, p),
     "cross_entropy": t_cross_entropy,
     # indexing
     "index_select": lambda x, p: [torch.index_select(x[0], p["axis"], x[1])],
@@ -795,12 +834,257 @@ def fam_graph(n):
             yield op, {}, [fin(shape, dt)]
 
 
+# ---- the second round (each family its own generator, run after all the others, so that the
+# ---- earlier cases' random stream stays as it was) ---------------------------------------------
+NONFINITE = [math.nan, math.inf, -math.inf, -math.inf]
+
+
+def with_nonfinite(shape, rate):
+    """normal values with NaN, +inf and (twice as often) -inf at `rate`."""
+    a = values(shape, "normal")
+    flat = a.reshape(-1)
+    for i in range(flat.size):
+        if rng.random() < rate:
+            flat[i] = pick(NONFINITE)
+    return a
+
+
+def kept_rows_ok(x, keep):
+    """False if some row (last axis) keeps no key, or keeps only -inf ones with no NaN or +inf:
+    documented differences (headgrad: zeros; PyTorch: NaN, or d2l's fill taking the weight)."""
+    x, keep = np.broadcast_arrays(x, keep)
+    for r in range(int(np.prod(x.shape[:-1]))):
+        row, k = x.reshape(-1, x.shape[-1])[r], keep.reshape(-1, x.shape[-1])[r]
+        kept = row[k]
+        if kept.size == 0 or not (np.any(np.isnan(kept)) or np.any(kept > -1e5)):
+            return False
+    return True
+
+
+def fam_softmax_special(n):
+    """NaN and +-inf inside softmax rows: along the last axis and any other, log_softmax, the
+    masked forms (a NaN among the kept keys makes the whole row NaN; masked keys keep gradient 0)
+    and fused attention (NaN in queries, keys or values; any scale, negative ones too)."""
+    for _ in range(n):
+        dt = dtypes()
+        op = pick(["softmax", "softmax", "log_softmax", "masked_softmax", "masked_softmax_keep", "causal_softmax",
+                   "attention"])
+        rate = pick([0.1, 0.25, 0.5])
+        if op in ("softmax", "log_softmax"):
+            shape = rand_shape(1, 4, zero=0.03)
+            r = len(shape)
+            axis = None if chance(0.3) else int(rng.integers(-r, r))
+            x = with_nonfinite(shape, rate)
+            if op == "softmax" and not no_all_neg_inf(x, -1 if axis is None else axis):
+                continue
+            yield op, {"axis": axis}, [Inp(x, dt)]
+            continue
+        B, Tq, Tk = rand_size(0, 0.2, 3), rand_size(0, 0.2, 4), rand_size(0, 0.2, 6)
+        if op == "attention":
+            H, dh = pick([1, 2]), rand_size(0, 0.2, 3)
+            C = H * dh
+            causal = chance(0.4)
+            ins = [Inp(with_nonfinite((B, Tq, C), rate / 4), dt), Inp(with_nonfinite((B, Tk, C), rate / 4), dt),
+                   Inp(with_nonfinite((B, Tk, C), rate / 4), dt)]
+            lens = None
+            if chance(0.5):
+                lens = rng.integers(1, Tk + 3, (B,) if chance(0.5) else (B, Tq))  # above Tk: every key
+                ins.append(iin(lens))
+            p = {"heads": H, "causal": causal, "scale": pick([0, 0, -0.7, 1.3])}
+            # the scores' rows must keep a key that is not -inf (else a documented difference)
+            with torch.no_grad():
+                q, k = (torch.from_numpy(i.arr) for i in ins[:2])
+                split = lambda t: t.reshape(B, t.shape[1], H, dh).permute(0, 2, 1, 3)  # noqa: E731
+                sc = (split(q) @ split(k).transpose(-1, -2)).numpy()
+            if p["scale"] < 0:
+                sc = -sc
+            keep = np.ones((B, 1, Tq, Tk), dtype=bool)
+            if lens is not None:
+                ln = lens if lens.ndim == 2 else np.repeat(lens[:, None], Tq, 1)
+                keep = keep & (np.arange(Tk)[None, None, None, :] < ln[:, None, :, None])
+            if causal:
+                keep = keep & (np.arange(Tk)[None, :] <= np.arange(Tq)[:, None])[None, None]
+            if not kept_rows_ok(sc, keep):
+                continue
+            yield op, p, ins
+            continue
+        x = with_nonfinite((B, Tq, Tk), rate)
+        if op == "masked_softmax":
+            lens = rng.integers(1, Tk + 3, (B,) if chance(0.5) else (B, Tq))  # above Tk: every key
+            ln = lens if lens.ndim == 2 else np.repeat(lens[:, None], Tq, 1)
+            if not kept_rows_ok(x, np.arange(Tk)[None, None, :] < ln[:, :, None]):
+                continue
+            yield op, {}, [Inp(x, dt), iin(lens)]
+        elif op == "masked_softmax_keep":
+            kshape = (B, Tk) if chance(0.5) else (B, Tq, Tk)
+            keep = rng.random(kshape) < 0.6
+            if not kept_rows_ok(x, keep if len(kshape) == 3 else keep[:, None, :]):
+                continue
+            yield op, {}, [Inp(x, dt), bin_(keep)]
+        else:
+            if not kept_rows_ok(x, np.arange(Tk)[None, :] <= np.arange(Tq)[:, None]):
+                continue
+            yield op, {}, [Inp(x, dt)]
+
+
+def fam_large_logits(n):
+    """log_softmax, softmax and cross_entropy of logits around +-1e3 to 1e5: (x - max) - log s
+    keeps the precision that x - (max + log s) loses to the spacing of max."""
+    for _ in range(n):
+        dt = dtypes()
+        offset = pick([1e3, 3e3, 1e4, 1e5, -1e5, -3e3]) * (1 if chance(0.5) else 1.0 + rng.random())
+        op = pick(["log_softmax", "log_softmax", "softmax", "cross_entropy"])
+        if op == "cross_entropy":
+            V = int(rng.integers(2, 7))
+            lead = rand_shape(1, 2, zero=0.0)
+            x = values(lead + (V,), pick(["normal", "ints"])) + offset
+            yield op, {"ignore_index": None, "reduction": pick(["mean", "sum", "none"]), "legacy": False}, \
+                [Inp(x, dt), iin(rng.integers(0, V, lead))]
+            continue
+        shape = rand_shape(1, 3, zero=0.0)
+        r = len(shape)
+        axis = None if chance(0.5) else int(rng.integers(-r, r))
+        yield op, {"axis": axis}, [Inp(values(shape, pick(["normal", "ints"])) + offset, dt)]
+
+
+def fam_layer_norm_overflow(n):
+    """layer_norm and add_layer_norm of rows whose sum or squared deviations overflow the dtype
+    (float32 from |x| ~ 1e19, float64 from 1e154): exact here, NaN in PyTorch's own layer_norm,
+    so the reference is PyTorch's layer_norm of x 2^-k (t_layer_norm's ref_exp)."""
+    for _ in range(n):
+        dt = dtypes()
+        D = int(rng.integers(2, 7))
+        lead = rand_shape(0, 2, zero=0.0)
+        lo, hi = (19, 37) if dt == "f32" else (155, 300)
+        x = values(lead + (D,), "normal")
+        rows = x.reshape(-1, D)
+        for row in rows:  # one or two huge entries, or the whole row scaled up
+            mag = 10.0 ** rng.uniform(lo, hi)
+            if chance(0.3):
+                row *= mag
+            else:
+                for j in rng.choice(D, int(rng.integers(1, 3)), replace=False):
+                    row[j] = mag * pick([1.0, -1.0]) * rng.uniform(0.5, 1.0)
+        k = int(np.floor(np.log2(np.max(np.abs(x)))))
+        op = pick(["layer_norm", "add_layer_norm"])
+        p = {"eps": 1e-5, "ref_exp": k}
+        ins = [Inp(x, dt)] if op == "layer_norm" else [Inp(x / 2, dt), Inp(x / 2, dt)]
+        affine = pick(["both", "none", "weight", "bias"])
+        if affine in ("both", "weight"):
+            ins.append(fin((D,), dt, view=0))
+        if affine in ("both", "bias"):
+            ins.append(fin((D,), dt, view=0))
+        p["no_weight"], p["no_bias"] = affine in ("none", "bias"), affine in ("none", "weight")
+        yield op, p, ins
+
+
+def fam_clip(n):
+    """clip_grad_norm: tiny, ordinary and non-finite norms, max_norm 0, and norms just below max_norm
+    (PyTorch scales by max_norm / (norm + 1e-6) there too). Gradients stay below 1e18 in float32
+    (PyTorch's float32 norm overflows from about 1e19, headgrad's double one does not: documented)."""
+    for _ in range(n):
+        dt = dtypes()
+        grads = [values(rand_shape(0, 2, zero=0.1), "normal") for _ in range(int(rng.integers(1, 4)))]
+        kind = pick(["tiny", "plain", "plain", "big", "nonfinite", "edge"])
+        scale = {"tiny": 1e-9, "plain": 1.0, "big": 1e15 if dt == "f32" else 1e100}.get(kind, 1.0)
+        grads = [g * scale for g in grads]
+        if kind == "nonfinite":
+            g = grads[int(rng.integers(len(grads)))].reshape(-1)
+            if g.size:
+                g[int(rng.integers(g.size))] = pick([math.nan, math.inf, -math.inf])
+        norm = math.sqrt(sum(float(np.sum(g.astype(NP[dt]).astype(np.float64) ** 2)) for g in grads))
+        if kind == "edge":
+            max_norm = norm * (1 + pick([3e-7, -3e-7, 2e-6]))  # within, or not, of PyTorch's 1e-6
+        else:
+            max_norm = pick([1.0, 0.5, 1e-3, 0.0, 10.0])
+        yield "clip_grad_norm", {"max_norm": max_norm}, [Inp(g, dt, grad=False) for g in grads]
+
+
+def fam_correction(n):
+    """var and std with every correction up to above N (PyTorch: inf forward, a finite gradient
+    2 (x - mean) / (N - correction) for var)."""
+    for _ in range(n):
+        dt = dtypes()
+        op = pick(["var", "std"])
+        shape = rand_shape(1, 3, zero=0.0)
+        axes = reduced_axes(shape, False)
+        N = int(np.prod([shape[a] for a in (axes or range(len(shape)))]))
+        correction = pick([0, 1, 2, max(N - 1, 0), N, N + 1, N + 2, N + 5])
+        special = 0.05 if chance(0.2) else 0.0
+        yield op, {"axes": axes, "keepdim": chance(0.4), "correction": correction}, \
+            [fin(shape, dt, "normal", special)]
+
+
+def fam_accepted(n):
+    """Inputs PyTorch accepts that headgrad used to refuse: softmax of a 0-d tensor, gather with an
+    index smaller than x off the axis, index_select of a 0-d tensor or with a 0-d index, layer_norm
+    over an empty axis, add_layer_norm without weight or bias, float32 with a 0-d float64 operand,
+    valid lengths above Tk."""
+    for _ in range(n):
+        dt = dtypes()
+        op = pick(["softmax0d", "gather", "index_select", "layer_norm_empty", "add_layer_norm", "mixed",
+                   "masked_softmax", "attention"])
+        if op == "softmax0d":
+            yield pick(["softmax", "log_softmax"]), {"axis": pick([None, 0, -1])}, [fin((), dt, special=0.1)]
+        elif op == "gather":
+            shape = tuple(max(d, 1) for d in rand_shape(1, 3, zero=0.0))
+            r = len(shape)
+            axis = int(rng.integers(-r, r))
+            ishape = [int(rng.integers(0, d + 1)) for d in shape]
+            ishape[axis] = rand_size(0.1, 0.2, 4)
+            yield "gather", {"axis": axis}, [fin(shape, dt), iin(rng.integers(0, shape[axis], ishape))]
+        elif op == "index_select":
+            if chance(0.5):  # a 0-d x: one index, 0
+                yield "index_select", {"axis": pick([0, -1])}, [fin((), dt), iin(np.zeros(pick([(), (1,)]), np.int64))]
+            else:  # a 0-d index
+                shape = tuple(max(d, 1) for d in rand_shape(1, 3, zero=0.0))
+                axis = int(rng.integers(0, len(shape)))
+                yield "index_select", {"axis": axis}, [fin(shape, dt), iin(np.int64(rng.integers(0, shape[axis])))]
+        elif op == "layer_norm_empty":
+            ins = [fin(rand_shape(0, 2) + (0,), dt)]
+            if chance(0.5):
+                ins += [fin((0,), dt, view=0), fin((0,), dt, view=0)]
+            yield "layer_norm", {"eps": 1e-5}, ins
+        elif op == "add_layer_norm":
+            D = rand_size(0, 0.1, 6)
+            shape = rand_shape(0, 2) + (D,)
+            ins = [fin(shape, dt), fin(shape, dt)]
+            affine = pick(["both", "none", "weight", "bias"])
+            if affine in ("both", "weight"):
+                ins.append(fin((D,), dt, view=0))
+            if affine in ("both", "bias"):
+                ins.append(fin((D,), dt, view=0))
+            yield "add_layer_norm", {"eps": pick([1e-5, 1e-3]), "no_weight": affine in ("none", "bias"),
+                                     "no_bias": affine in ("none", "weight")}, ins
+        elif op == "mixed":  # float32 tensor, 0-d float64 (either side): float32, as torch.result_type
+            sop = pick(["add", "sub", "mul", "div", "pow", "where"])
+            shape = tuple(max(d, 1) for d in rand_shape(1, 3, zero=0.0))
+            a = fin(shape, "f32", "positive" if sop == "pow" else "normal")
+            sc = Inp(values((), "positive" if sop in ("div", "pow") else "normal"), "f64")
+            tol = {"float32_tolerance": True}  # the float64 scalar's gradient is a float32 sum
+            if sop == "where":
+                yield "where", tol, [bin_(values(shape) > 0), a, sc] if chance(0.5) else [bin_(values(shape) > 0), sc, a]
+            else:
+                yield sop, tol, [a, sc] if sop in ("div", "pow") or chance(0.5) else [sc, a]
+        elif op == "masked_softmax":
+            B, Tq, Tk = rand_size(0, 0.2, 3), rand_size(0, 0.2, 4), rand_size(0, 0.2, 5)
+            yield "masked_softmax", {}, [fin((B, Tq, Tk), dt), iin(rng.integers(Tk, Tk + 4, (B,) if chance(0.5) else (B, Tq)))]
+        else:
+            B, Tq, Tk, H, dh = rand_size(0, 0.2, 3), rand_size(0, 0.2, 4), rand_size(0, 0.2, 5), pick([1, 2]), 2
+            C = H * dh
+            yield "attention", {"heads": H, "causal": False}, [fin((B, Tq, C), dt), fin((B, Tk, C), dt),
+                                                                fin((B, Tk, C), dt), iin(rng.integers(1, Tk + 4, (B,)))]
+
+
 FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", fam_unary, 560),
             ("reduce", fam_reduce, 420), ("extrema", fam_extrema, 400), ("softmax", fam_softmax, 230),
             ("matmul", fam_matmul, 200), ("linear", fam_linear, 110), ("layer_norm", fam_layer_norm, 110),
             ("cross_entropy", fam_cross_entropy, 230), ("index", fam_index, 150), ("shape", fam_shape, 560),
             ("select", fam_select, 160), ("compare", fam_compare, 300), ("attention", fam_attention, 230),
-            ("graph", fam_graph, 80), ("unary", fam_gelu, 150)]
+            ("graph", fam_graph, 80), ("unary", fam_gelu, 150),
+            ("softmax_special", fam_softmax_special, 330), ("large_logits", fam_large_logits, 120),
+            ("layer_norm_overflow", fam_layer_norm_overflow, 100), ("clip", fam_clip, 150),
+            ("correction", fam_correction, 150), ("accepted", fam_accepted, 200)]
 
 
 # --------------------------------------------------------------------------------------------
