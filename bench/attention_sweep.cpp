@@ -36,7 +36,7 @@ double seconds_of(bool flash, Buffers& b, const kernels::HeadsLayout& L, const s
     } else {
       kernels::attention_forward<float>(b.o.data(), b.p.data(), b.q.data(), b.k.data(), b.v.data(), L, kept, scale);
       kernels::attention_backward<float>(b.dq.data(), true, b.dk.data(), true, b.dv.data(), true, b.dout.data(),
-                                         b.p.data(), b.q.data(), b.k.data(), b.v.data(), L, scale);
+                                         b.p.data(), b.q.data(), b.k.data(), b.v.data(), L, scale, kept);
     }
     times.push_back(now_seconds() - t0);
   }

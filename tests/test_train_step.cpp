@@ -156,3 +156,21 @@ TEST_CASE("ThreadReplicas::add_gradients_to_model: the shard tree over the worke
   CHECK(want != in_order); // (the grouping shows in the bits)
   for (const auto& [name, p] : r.workers->worker(3).named_parameters()) CHECK_FALSE(p.grad().defined());
 }
+
+TEST_CASE("clip_and_check names the parameter whose gradient is not finite, not the first one clipping spoils") {
+  // Clipping by a NaN norm makes every gradient NaN (as torch does), so the check looks before it.
+  Tensor a = Tensor::from({1.0f, 2.0f}, {2}), b = Tensor::from({3.0f}, {1});
+  a.set_requires_grad();
+  b.set_requires_grad();
+  ops::sum(a * a + ops::sum(b) * std::numeric_limits<float>::quiet_NaN()).backward(); // b's gradient: NaN
+  const nn::NamedTensors params = {{"a", a}, {"b", b}};
+  CHECK_THROWS_WITH_AS(clip_and_check(params, 1.0, 7),
+                       "step 7: the gradient of 'b' is not finite; training stopped before the update", NonFiniteError);
+  CHECK(std::isfinite(a.grad().to_vector()[0])); // nothing was clipped
+  // finite gradients are clipped to the norm, which is returned
+  Tensor c = Tensor::from({3.0f, 4.0f}, {2});
+  c.set_requires_grad();
+  ops::sum(c * Tensor::from({1.0f, 1.0f}, {2})).backward(); // gradient [1, 1], norm sqrt(2)
+  CHECK(clip_and_check({{"c", c}}, 1.0, 1) == doctest::Approx(std::sqrt(2.0)));
+  check_close(c.grad().to_vector(), {1 / (std::sqrt(2.0) + 1e-6), 1 / (std::sqrt(2.0) + 1e-6)}, 1e-6, 0);
+}

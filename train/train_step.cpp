@@ -195,14 +195,15 @@ double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* rep
   return value;
 }
 
-// Clips the global gradient norm (clip > 0) and checks the gradients; returns the norm.
+} // namespace
+
 double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t step) {
   double norm = 0;
+  std::vector<Tensor> list;
   if (clip > 0) {
-    std::vector<Tensor> list;
     list.reserve(params.size());
     for (const auto& [name, p] : params) list.push_back(p);
-    norm = optim::clip_grad_norm(list, clip);
+    norm = optim::grad_norm(list); // before clipping: a NaN norm would make every gradient NaN
   }
   // With clipping the norm is NaN/Inf exactly when a gradient is; without it, look.
   if (!std::isfinite(norm) || (clip <= 0 && !first_nonfinite_grad(params).empty())) {
@@ -213,10 +214,9 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
         fmt::format("step {}: the gradient of '{}' is not finite{}; training stopped before the update", step,
                     first_nonfinite_grad(params), bad.empty() ? "" : " (parameter '" + bad + "' itself is not finite)"));
   }
+  if (clip > 0) optim::scale_to_max_norm(list, clip, norm);
   return norm;
 }
-
-} // namespace
 
 StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                       const StepSettings& s, StepPhases* phases, ThreadReplicas* replicas,

@@ -37,6 +37,12 @@ struct StepPhases {
   double forward = 0, backward = 0, clip = 0, optimizer = 0;
 };
 
+// Checks the gradients of `params` and, with clip > 0, clips their global norm (the norm is
+// returned; 0 without clipping). A non-finite gradient throws NonFiniteError naming the first
+// parameter whose gradient is not finite - looked for before clipping, which would make every
+// gradient NaN - and a parameter that is itself not finite.
+double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t step);
+
 // `optimizer` updates `model`'s parameters (as make_optimizer builds it). The batch is cut into S =
 // settings.shards shards (distributed::shard_rows: rows B s / S .. B (s + 1) / S). With S = 1 and
 // no replicas the whole batch runs on this thread, every op using the process's threads. Else the

@@ -241,11 +241,9 @@ void Adam::load_state(const nn::NamedTensors& state, const std::string& source) 
   commit_steps(steps);
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+double grad_norm(const std::vector<Tensor>& params) {
   double sq = 0;
   for (const auto& p : params) check_defined(p, "clip_grad_norm", "a parameter");
-  if (!(max_norm >= 0))
-    throw std::invalid_argument(fmt::format("clip_grad_norm: max_norm must be >= 0, got {}", max_norm));
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -257,12 +255,17 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       });
     });
   }
-  const double norm = std::sqrt(sq);
+  return std::sqrt(sq);
+}
+
+void scale_to_max_norm(const std::vector<Tensor>& params, double max_norm, double norm) {
+  if (!(max_norm >= 0))
+    throw std::invalid_argument(fmt::format("clip_grad_norm: max_norm must be >= 0, got {}", max_norm));
   // clip_coef = max_norm / (total_norm + 1e-6), clamped to at most 1 (a NaN stays NaN, as
   // torch.clamp keeps it), then every gradient times it
   const double coef = max_norm / (norm + 1e-6);
   const double clamped = coef > 1 ? 1.0 : coef;
-  if (clamped == 1.0) return norm; // times 1: nothing changes
+  if (clamped == 1.0) return; // times 1: nothing changes
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
@@ -272,6 +275,14 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       for (std::int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= c;
     });
   }
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  for (const auto& p : params) check_defined(p, "clip_grad_norm", "a parameter");
+  if (!(max_norm >= 0))
+    throw std::invalid_argument(fmt::format("clip_grad_norm: max_norm must be >= 0, got {}", max_norm));
+  const double norm = grad_norm(params);
+  scale_to_max_norm(params, max_norm, norm);
   return norm;
 }
 

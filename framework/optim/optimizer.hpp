@@ -120,6 +120,11 @@ private:
 // about 1e19) and would then zero every gradient; here they are scaled to max_norm. max_norm must
 // be >= 0 (std::invalid_argument otherwise; PyTorch would flip the gradients' sign).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// The two halves of clip_grad_norm, for a caller that looks at the norm before the gradients
+// change (the trainer names a non-finite gradient before clipping would make them all NaN):
+// total_norm as above, in double; and the scaling by min(1, max_norm / (total_norm + 1e-6)).
+double grad_norm(const std::vector<Tensor>& params);
+void scale_to_max_norm(const std::vector<Tensor>& params, double max_norm, double total_norm);
 
 // Linear warmup from 0 to base_lr over `warmup` steps, then constant or cosine decay to min_lr at
 // `total` steps (nanoGPT's get_lr: min_lr + 0.5 (1 + cos(pi progress)) (base_lr - min_lr)). step
