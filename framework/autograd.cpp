@@ -21,6 +21,20 @@ namespace headgrad {
 namespace {
 thread_local bool g_grad_enabled = true;
 thread_local const GradientObserver* g_observer = nullptr;
+// Skip on first reading: the dy of the backward call running on this thread, which
+// Node::add_to_grad may hand on to one input as its gradient instead of copying it (see there).
+struct DyState {
+  const Storage* storage = nullptr;
+  bool handed_on = false;
+};
+thread_local DyState t_dy;
+// Sets t_dy for one backward call, and clears it after (also when the call throws).
+struct DyHandOff {
+  explicit DyHandOff(const Tensor& dy) { t_dy = {dy.impl()->storage.get(), false}; }
+  ~DyHandOff() { t_dy = {}; }
+  DyHandOff(const DyHandOff&) = delete;
+  DyHandOff& operator=(const DyHandOff&) = delete;
+};
 void delete_node(Node* node);
 GradBuffer gradient_of(TensorImpl* impl);
 } // namespace
@@ -179,10 +193,8 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     for (std::size_t i = 0; i < node->inputs.size(); ++i) any_input = any_input || node->needs_grad(i);
     if (dy.defined() && any_input) {
       OpTimer timer(node->name, /*backward=*/true);
-      node->dy_storage = dy.impl()->storage.get();
-      node->dy_handed_on = false;
+      const DyHandOff hand_off(dy);
       node->backward(*node, dy);
-      node->dy_storage = nullptr;
     }
     hooks.node_done(*node); // a leaf whose last writer this was has its final gradient
     impl->grad.reset();     // non-leaf gradients are not kept (like PyTorch without retain_grad)
@@ -247,11 +259,11 @@ void Node::add_gradient(std::size_t i, const Tensor& g, double scale, bool tempo
                                        g.shape(), dtype_name(g.dtype()), i, x->shape, dtype_name(x->dtype)));
   // Hand g's buffer on instead of copying it, if this is x's first gradient and nothing else can
   // write to g's storage: dy (once per backward call), or a temporary only g refers to.
-  const bool is_dy = g.impl()->storage.get() == dy_storage && !dy_handed_on;
+  const bool is_dy = g.impl()->storage.get() == t_dy.storage && !t_dy.handed_on;
   const bool sole_owner = temporary && g.impl_ptr().use_count() == 1 && g.impl()->storage.use_count() == 1;
   if (!x->grad && scale == 1.0 && g.shape() == x->shape && g.is_contiguous() && (is_dy || sole_owner)) {
     x->grad = make_view(g, x->shape, contiguous_strides(x->shape), g.impl()->offset).impl_ptr();
-    if (is_dy) dy_handed_on = true;
+    if (is_dy) t_dy.handed_on = true;
     return;
   }
   const GradBuffer buf = gradient_of(x);

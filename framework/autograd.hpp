@@ -52,16 +52,12 @@ struct Node {
   void add_to_grad(std::size_t i, Tensor&& g, double scale = 1.0); // g, a temporary, may be kept
   GradBuffer grad_buffer(std::size_t i);
 
-  // ---- skip on first reading: how add_to_grad avoids copies ----
-  // The first gradient an input receives may be g's own buffer instead of a copy of it, when
-  // nothing else can write to that buffer any more: a temporary handed over as an rvalue
-  // (n.add_to_grad(0, dy * b)) that nothing else refers to, or dy itself or a view of it (the
-  // engine drops dy once this node has run). dy can go to one input only; the engine sets these
-  // two around each backward call.
-  const Storage* dy_storage = nullptr;
-  bool dy_handed_on = false;
-
 private:
+  // Skip on first reading: the first gradient an input receives may be g's own buffer instead of a
+  // copy of it, when nothing else can write to that buffer any more - a temporary handed over as
+  // an rvalue (n.add_to_grad(0, dy * b)) that nothing else refers to, or dy itself or a view of it
+  // (the engine drops dy once this node has run; it can go to one input only, and the engine,
+  // not the Node, keeps track of that: autograd.cpp).
   void add_gradient(std::size_t i, const Tensor& g, double scale, bool temporary);
 };
 
