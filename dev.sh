@@ -12,9 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# libsleef-dev: vectorised exp, log, tanh, erf for the per-instruction-set kernels (framework/kernels/isa/)
 # pkgconf: the install test builds a consumer through headgrad.pc too
 # fortunes: the default corpus of `headgrad train --task text` (/usr/share/games/fortunes)
-PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf fortunes)
+PACKAGES=(libopenblas-dev libfmt-dev libsleef-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf fortunes)
 JOBS=${JOBS:-2}
 
 log() { printf 'dev.sh: %s\n' "$*" >&2; }
