@@ -315,6 +315,8 @@ OPS = {
     # products and layers
     "matmul": lambda x, p: [torch.matmul(x[0], x[1]) * p["scale"] if p["scale"] != 1 else torch.matmul(x[0], x[1])],
     "linear": lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)],
+    "linear_gelu": lambda x, p: [F.gelu(F.linear(x[0], x[1], x[2] if len(x) > 2 else None),
+                                        approximate=p["approximate"])],
     "layer_norm": lambda x, p: [F.layer_norm(x[0], (x[0].shape[-1],), x[1] if len(x) > 1 else None,
                                              x[2] if len(x) > 2 else None, p["eps"])],
     "cross_entropy": t_cross_entropy,
@@ -551,6 +553,18 @@ def fam_linear(n):
         if chance(0.7):
             ins.append(fin((o,), dt, view=0))
         yield "linear", {}, ins
+
+
+def fam_linear_gelu(n):
+    """linear followed by gelu, the fused op GPT's MLP runs. Run last, as fam_gelu, so that adding it
+    left the earlier cases' random stream as it was."""
+    for _ in range(n):
+        dt = dtypes()
+        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
+        ins = [fin(rand_shape(0, 2) + (i,), dt, pick(["normal", "wide"])), fin((o, i), dt)]
+        if chance(0.7):
+            ins.append(fin((o,), dt, view=0))
+        yield "linear_gelu", {"approximate": pick(["none", "none", "tanh"])}, ins
 
 
 def fam_layer_norm(n):
@@ -800,7 +814,7 @@ FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", 
             ("matmul", fam_matmul, 200), ("linear", fam_linear, 110), ("layer_norm", fam_layer_norm, 110),
             ("cross_entropy", fam_cross_entropy, 230), ("index", fam_index, 150), ("shape", fam_shape, 560),
             ("select", fam_select, 160), ("compare", fam_compare, 300), ("attention", fam_attention, 230),
-            ("graph", fam_graph, 80), ("unary", fam_gelu, 150)]
+            ("graph", fam_graph, 80), ("unary", fam_gelu, 150), ("linear", fam_linear_gelu, 120)]
 
 
 # --------------------------------------------------------------------------------------------
