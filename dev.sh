@@ -84,6 +84,7 @@ case "$cmd" in
     if [ "${1:-}" = "text" ]; then
       shift
       build_target headgrad_cli # the headgrad command; PyTorch runs bench/torch_text_lm.py
+      build_target headgrad_bench # its --text-limit mode: the sgemm limit of the text step
       exec /usr/bin/python3 bench/text_lm.py "$@"
     fi
     build_target headgrad_bench # only the benchmark and what it needs

@@ -1,9 +1,19 @@
 // kernel_table.cpp - which copy of the per-instruction-set kernels runs (isa/kernel_table.hpp).
 #include "framework/kernels/isa/kernel_table.hpp"
 
+#include <cstdio>
+#include <string>
+
 namespace headgrad::kernels {
 
 const KernelTable& kernel_table() {
+  // A HEADGRAD_ISA the kernels cannot obey is said once, on the first kernel call.
+  static const bool told = [] {
+    const std::string notice = runtime::isa_notice();
+    if (!notice.empty()) std::fprintf(stderr, "headgrad: %s\n", notice.c_str());
+    return true;
+  }();
+  (void)told;
 #if HEADGRAD_MULTI_ISA
   switch (runtime::active_isa()) {
   case runtime::Isa::avx512: return isa_avx512::kernel_table();
