@@ -3,6 +3,7 @@
 #include <cstring>
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN // also built per instruction set, for attention's copies (isa_namespace.hpp)
 
 namespace {
 
@@ -150,4 +151,5 @@ void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
   run(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels

@@ -192,10 +192,14 @@ template <typename T> constexpr MathKernels<T> math_kernels() {
   return {exp_n<T>, log_n<T>, tanh_n<T>, {gelu_rows<T, GeluForm::erf>, gelu_rows<T, GeluForm::tanh>}};
 }
 
-constexpr KernelTable kTable{kIsa, math_kernels<float>(), math_kernels<double>()};
-
 } // namespace
 
-const KernelTable& kernel_table() { return kTable; }
+MathKernels<float> math_kernels_f32() { return math_kernels<float>(); }
+MathKernels<double> math_kernels_f64() { return math_kernels<double>(); }
+
+const KernelTable& kernel_table() {
+  static const KernelTable table{kIsa, math_kernels<float>(), math_kernels<double>(), row_kernels_f32(), row_kernels_f64()};
+  return table;
+}
 
 } // namespace headgrad::kernels::HEADGRAD_ISA_NS

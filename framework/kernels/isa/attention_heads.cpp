@@ -1,11 +1,13 @@
 // attention_heads.cpp - see attention_heads.hpp. Read head_forward and head_backward first: one
 // (batch, head) pair on one screen, each backward line reversing the forward line with its number.
+// Built once per instruction set (framework/kernels/isa/, as the row kernels it calls); the ops
+// call the active copy through kernels/kernel_dispatch.cpp.
 #include "framework/kernels/attention_heads.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
-#include <vector>
 
 #include "framework/kernels/gemm_batched.hpp"
 #include "framework/kernels/row_softmax.hpp"
@@ -13,7 +15,32 @@
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 namespace {
+
+// A per-thread work buffer that grows (its contents are not kept when it does): what this file
+// needs of std::vector, without compiling std::vector's out-of-line code here, which the linker
+// would share with the rest of the program (isa_namespace.hpp).
+template <typename T> class Scratch {
+public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { delete[] data_; }
+  void resize(std::size_t n) {
+    if (n <= size_) return;
+    delete[] data_;
+    data_ = new T[n];
+    size_ = n;
+  }
+  T* data() { return data_; }
+  T* begin() { return data_; }
+  T& operator[](std::size_t i) { return data_[i]; }
+
+private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 // One gemm on the calling thread: the loop kernel for tiny matrices (attention at T = 16, dh = 16),
 // BLAS otherwise. (The callers already run one (batch, head) pair per thread.)
@@ -92,7 +119,7 @@ template <typename T> void mask_row(T* s, const Head<T>& h, std::int64_t i, std:
 }
 
 template <typename T> struct FlashScratch {
-  std::vector<T> S, dP, O, m, l, D;
+  Scratch<T> S, dP, O, m, l, D;
 };
 
 // forward, one pair: for each tile of query rows, stream over key tiles keeping the running max m,
@@ -193,7 +220,7 @@ template <typename T>
 void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
                        T scale) {
   for_each_head(L, [&](std::int64_t b, std::int64_t h) {
-    thread_local std::vector<T> scratch;
+    thread_local Scratch<T> scratch;
     T* P = p;
     if (P) {
       P += (b * L.H + h) * L.Tq * L.Tk;
@@ -209,7 +236,7 @@ template <typename T>
 void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
                         const T* q, const T* k, const T* v, const HeadsLayout& L, T scale) {
   for_each_head(L, [&](std::int64_t b, std::int64_t h) {
-    thread_local std::vector<T> dP;
+    thread_local Scratch<T> dP;
     dP.resize(static_cast<std::size_t>(L.Tq * L.Tk));
     head_backward(at_or_null(dq, b * L.q_batch + h * L.dh), dq_first, at_or_null(dk, b * L.k_batch + h * L.dh),
                   dk_first, at_or_null(dv, b * L.v_batch + h * L.dh), dv_first, dP.data(),
@@ -259,4 +286,5 @@ void flash_attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv,
 HEADGRAD_ATTENTION_INSTANCES(float)
 HEADGRAD_ATTENTION_INSTANCES(double)
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels
