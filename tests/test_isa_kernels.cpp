@@ -116,7 +116,8 @@ TEST_CASE_TEMPLATE("isa kernels: cross-entropy rows, bias rows and column sums",
   });
 }
 
-TEST_CASE_TEMPLATE("isa kernels: attention per head, keeping the weights and FlashAttention-2 tiles", T, float, double) {
+TEST_CASE_TEMPLATE("isa kernels: attention per head, keeping the weights and FlashAttention-2 tiles", T, float,
+                   double) {
   // B 2, H 3, T 70 (a partial key tile), dh 8, causal through per-query lengths
   kernels::HeadsLayout L;
   L.B = 2, L.H = 3, L.Tq = 70, L.Tk = 70, L.dh = 8;

@@ -27,7 +27,9 @@ std::vector<std::string> node_names(const Tensor& root) {
   return names;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
 
 struct Grads {
   std::vector<double> y, dx, dw, db;
@@ -42,7 +44,8 @@ template <typename F> Grads run(F f, DType dtype, bool with_bias) {
   if (with_bias) b.set_requires_grad(true);
   const Tensor y = f(x, w, b);
   ops::sum(y * r).backward();
-  return {y.to_vector(), x.grad().to_vector(), w.grad().to_vector(), with_bias ? b.grad().to_vector() : std::vector<double>{}};
+  return {y.to_vector(), x.grad().to_vector(), w.grad().to_vector(),
+          with_bias ? b.grad().to_vector() : std::vector<double>{}};
 }
 
 } // namespace
@@ -53,10 +56,12 @@ TEST_CASE_TEMPLATE("linear_gelu: gelu(linear(x, W, b)) in both forms, values and
   for (auto form : {ops::GeluApproximate::none, ops::GeluApproximate::tanh})
     for (bool with_bias : {true, false}) {
       INFO((form == ops::GeluApproximate::tanh ? "tanh" : "erf"), (with_bias ? ", bias" : ", no bias"));
-      const Grads fused = run([&](const Tensor& x, const Tensor& w, const Tensor& b) { return ops::linear_gelu(x, w, b, form); },
-                              dtype, with_bias);
-      const Grads steps = run([&](const Tensor& x, const Tensor& w, const Tensor& b) { return ops::gelu(ops::linear(x, w, b), form); },
-                              dtype, with_bias);
+      const Grads fused =
+          run([&](const Tensor& x, const Tensor& w, const Tensor& b) { return ops::linear_gelu(x, w, b, form); }, dtype,
+              with_bias);
+      const Grads steps =
+          run([&](const Tensor& x, const Tensor& w, const Tensor& b) { return ops::gelu(ops::linear(x, w, b), form); },
+              dtype, with_bias);
       check_close(fused.y, steps.y, tol);
       check_close(fused.dx, steps.dx, tol);
       check_close(fused.dw, steps.dw, tol);
@@ -100,7 +105,7 @@ TEST_CASE("linear_gelu: the profile charges the GELU pass to gelu and the gemms 
     }
     if (name == "gelu") {
       seen_gelu = true;
-      CHECK(p.forward_calls == 1); // the pass inside linear_gelu's forward
+      CHECK(p.forward_calls == 1);  // the pass inside linear_gelu's forward
       CHECK(p.backward_calls == 1); // dz = dy gelu'(z) in its backward
       CHECK(p.forward_seconds > 0);
     }

@@ -40,8 +40,8 @@ template <typename T> std::vector<T> inputs(std::int64_t n, double scale, std::u
 
 // |got - want| in units of the float type's epsilon at want (at least the smallest normal).
 template <typename T> double ulps(T got, long double want) {
-  const long double unit = std::max<long double>(std::abs(want), std::numeric_limits<T>::min()) *
-                           std::numeric_limits<T>::epsilon();
+  const long double unit =
+      std::max<long double>(std::abs(want), std::numeric_limits<T>::min()) * std::numeric_limits<T>::epsilon();
   return static_cast<double>(std::abs(static_cast<long double>(got) - want) / unit);
 }
 
@@ -106,11 +106,14 @@ TEST_CASE_TEMPLATE("vector math: exp, log and tanh within 1 ulp of libm on every
   on_every_isa([&](Isa) {
     double worst_exp = 0, worst_log = 0, worst_tanh = 0;
     kernels::exp_n<T>(y.data(), x.data(), n);
-    for (std::int64_t i = 0; i < n; ++i) worst_exp = std::max(worst_exp, ulps<T>(y[i], std::exp(static_cast<long double>(x[i]))));
+    for (std::int64_t i = 0; i < n; ++i)
+      worst_exp = std::max(worst_exp, ulps<T>(y[i], std::exp(static_cast<long double>(x[i]))));
     kernels::log_n<T>(y.data(), pos.data(), n);
-    for (std::int64_t i = 0; i < n; ++i) worst_log = std::max(worst_log, ulps<T>(y[i], std::log(static_cast<long double>(pos[i]))));
+    for (std::int64_t i = 0; i < n; ++i)
+      worst_log = std::max(worst_log, ulps<T>(y[i], std::log(static_cast<long double>(pos[i]))));
     kernels::tanh_n<T>(y.data(), x.data(), n);
-    for (std::int64_t i = 0; i < n; ++i) worst_tanh = std::max(worst_tanh, ulps<T>(y[i], std::tanh(static_cast<long double>(x[i]))));
+    for (std::int64_t i = 0; i < n; ++i)
+      worst_tanh = std::max(worst_tanh, ulps<T>(y[i], std::tanh(static_cast<long double>(x[i]))));
     CHECK(worst_exp <= 1.0);
     CHECK(worst_log <= 1.0);
     CHECK(worst_tanh <= 1.0);
@@ -143,7 +146,8 @@ TEST_CASE_TEMPLATE("vector math: the edges of exp, log and tanh as C's", T, floa
   });
 }
 
-TEST_CASE_TEMPLATE("gelu_rows: both forms and their derivatives against long double, bias, in place", T, float, double) {
+TEST_CASE_TEMPLATE("gelu_rows: both forms and their derivatives against long double, bias, in place", T, float,
+                   double) {
   // 7 rows of 37: partial vectors at every row's end, a bias per column
   const std::int64_t rows = 7, cols = 37, n = rows * cols;
   const std::vector<T> z = inputs<T>(n, 3.0, 11), bias = inputs<T>(cols, 1.0, 12);

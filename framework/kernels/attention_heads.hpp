@@ -78,13 +78,29 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set (framework/kernels/isa/), the float and double
 // instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
 #ifndef HEADGRAD_ISA_NS
-template <> void attention_forward<float>(float* o, float* p, const float* q, const float* k, const float* v, const HeadsLayout& L, const KeptKeys& kept, float scale);
-template <> void attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv, bool dv_first, const float* dout, const float* p, const float* q, const float* k, const float* v, const HeadsLayout& L, float scale);
-template <> void flash_attention_forward<float>(float* o, float* lse, const float* q, const float* k, const float* v, const HeadsLayout& L, const KeptKeys& kept, float scale);
-template <> void flash_attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv, bool dv_first, const float* dout, const float* o, const float* lse, const float* q, const float* k, const float* v, const HeadsLayout& L, const KeptKeys& kept, float scale);
-template <> void attention_forward<double>(double* o, double* p, const double* q, const double* k, const double* v, const HeadsLayout& L, const KeptKeys& kept, double scale);
-template <> void attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv, bool dv_first, const double* dout, const double* p, const double* q, const double* k, const double* v, const HeadsLayout& L, double scale);
-template <> void flash_attention_forward<double>(double* o, double* lse, const double* q, const double* k, const double* v, const HeadsLayout& L, const KeptKeys& kept, double scale);
-template <> void flash_attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv, bool dv_first, const double* dout, const double* o, const double* lse, const double* q, const double* k, const double* v, const HeadsLayout& L, const KeptKeys& kept, double scale);
+template <> void attention_forward<float>(float* o, float* p, const float* q, const float* k, const float* v,
+                                          const HeadsLayout& L, const KeptKeys& kept, float scale);
+template <> void attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv,
+                                           bool dv_first, const float* dout, const float* p, const float* q,
+                                           const float* k, const float* v, const HeadsLayout& L, float scale);
+template <> void flash_attention_forward<float>(float* o, float* lse, const float* q, const float* k, const float* v,
+                                                const HeadsLayout& L, const KeptKeys& kept, float scale);
+template <> void flash_attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv,
+                                                 bool dv_first, const float* dout, const float* o, const float* lse,
+                                                 const float* q, const float* k, const float* v, const HeadsLayout& L,
+                                                 const KeptKeys& kept, float scale);
+template <> void attention_forward<double>(double* o, double* p, const double* q, const double* k, const double* v,
+                                           const HeadsLayout& L, const KeptKeys& kept, double scale);
+template <> void attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv,
+                                            bool dv_first, const double* dout, const double* p, const double* q,
+                                            const double* k, const double* v, const HeadsLayout& L, double scale);
+template <> void flash_attention_forward<double>(double* o, double* lse, const double* q, const double* k,
+                                                 const double* v, const HeadsLayout& L, const KeptKeys& kept,
+                                                 double scale);
+template <> void flash_attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv,
+                                                  bool dv_first, const double* dout, const double* o,
+                                                  const double* lse, const double* q, const double* k,
+                                                  const double* v, const HeadsLayout& L, const KeptKeys& kept,
+                                                  double scale);
 #endif
 } // namespace headgrad::kernels

@@ -37,6 +37,7 @@ HEADGRAD_ISA_END
 template <> void fill_rows<float>(float* y, const float* b, std::int64_t rows, std::int64_t cols);
 template <> void column_sums<float>(float* out, bool first_write, const float* x, std::int64_t rows, std::int64_t cols);
 template <> void fill_rows<double>(double* y, const double* b, std::int64_t rows, std::int64_t cols);
-template <> void column_sums<double>(double* out, bool first_write, const double* x, std::int64_t rows, std::int64_t cols);
+template <> void column_sums<double>(double* out, bool first_write, const double* x, std::int64_t rows,
+                                     std::int64_t cols);
 #endif
 } // namespace headgrad::kernels

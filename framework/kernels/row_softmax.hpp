@@ -136,13 +136,19 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set (framework/kernels/isa/), the float and double
 // instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
 #ifndef HEADGRAD_ISA_NS
-template <> void softmax_forward<float>(float* y, const float* x, const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows, std::int64_t cols);
-template <> void softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y, std::int64_t rows, std::int64_t cols);
+template <> void softmax_forward<float>(float* y, const float* x, const std::int64_t* lens, const std::uint8_t* keep,
+                                        std::int64_t rows, std::int64_t cols);
+template <> void softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y,
+                                         std::int64_t rows, std::int64_t cols);
 template <> void log_softmax_forward<float>(float* y, const float* x, std::int64_t rows, std::int64_t cols);
-template <> void log_softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y, std::int64_t rows, std::int64_t cols);
-template <> void softmax_forward<double>(double* y, const double* x, const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows, std::int64_t cols);
-template <> void softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y, std::int64_t rows, std::int64_t cols);
+template <> void log_softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y,
+                                             std::int64_t rows, std::int64_t cols);
+template <> void softmax_forward<double>(double* y, const double* x, const std::int64_t* lens,
+                                         const std::uint8_t* keep, std::int64_t rows, std::int64_t cols);
+template <> void softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y,
+                                          std::int64_t rows, std::int64_t cols);
 template <> void log_softmax_forward<double>(double* y, const double* x, std::int64_t rows, std::int64_t cols);
-template <> void log_softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y, std::int64_t rows, std::int64_t cols);
+template <> void log_softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y,
+                                              std::int64_t rows, std::int64_t cols);
 #endif
 } // namespace headgrad::kernels

@@ -13,10 +13,21 @@ namespace headgrad::kernels::HEADGRAD_ISA_NS {
 namespace {
 
 template <typename T> RowKernels<T> row_kernels() {
-  return {softmax_forward<T>,     softmax_backward<T>,        log_softmax_forward<T>,  log_softmax_backward<T>,
-          layer_norm_forward<T>,  add_layer_norm_forward<T>,  layer_norm_backward<T>,  cross_entropy_forward<T>,
-          cross_entropy_backward<T>, fill_rows<T>,            column_sums<T>,          attention_forward<T>,
-          attention_backward<T>,  flash_attention_forward<T>, flash_attention_backward<T>};
+  return {softmax_forward<T>,
+          softmax_backward<T>,
+          log_softmax_forward<T>,
+          log_softmax_backward<T>,
+          layer_norm_forward<T>,
+          add_layer_norm_forward<T>,
+          layer_norm_backward<T>,
+          cross_entropy_forward<T>,
+          cross_entropy_backward<T>,
+          fill_rows<T>,
+          column_sums<T>,
+          attention_forward<T>,
+          attention_backward<T>,
+          flash_attention_forward<T>,
+          flash_attention_backward<T>};
 }
 
 } // namespace

@@ -109,9 +109,9 @@ template <typename T> void tanh_n(T* y, const T* x, std::int64_t n) {
 
 // ---- GELU (Hendrycks & Gimpel 2016), the arithmetic of PyTorch's CPU kernel -----------------------
 // (aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl / GeluBackwardKernelImpl)
-constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi): phi(0)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+constexpr double kSqrt1_2 = 0.70710678118654752440;     // 1/sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2 pi): phi(0)
+constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2/pi)
 constexpr double kKappa = 0.044715;
 
 // erf form, float: y = u/2 (1 + erf(u/sqrt 2)), dy/du = Phi(u) + u phi(u). erf(a) by Abramowitz &
@@ -154,9 +154,12 @@ template <typename T> Vec<T> gelu_tanh(Vec<T> u, Vec<T>* dydu) {
 }
 
 template <typename T, GeluForm Form> Vec<T> gelu_one(Vec<T> u, Vec<T>* dydu) {
-  if constexpr (Form == GeluForm::tanh) return gelu_tanh<T>(u, dydu);
-  else if constexpr (sizeof(T) == 4) return gelu_erf_f32(u, dydu);
-  else return gelu_erf_f64(u, dydu);
+  if constexpr (Form == GeluForm::tanh)
+    return gelu_tanh<T>(u, dydu);
+  else if constexpr (sizeof(T) == 4)
+    return gelu_erf_f32(u, dydu);
+  else
+    return gelu_erf_f64(u, dydu);
 }
 
 // One row at a time: u = z + bias (bias broadcast over the rows), y = gelu(u), dydu = gelu'(u).
@@ -175,7 +178,8 @@ void gelu_rows(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std:
     T* dr = dydu ? dydu + r * cols : nullptr;
     const T* zr = z + r * cols;
     std::int64_t c = 0;
-    for (; c + W <= cols; c += W) one(bias ? load(zr + c) + load(bias + c) : load(zr + c), yr + c, dr ? dr + c : nullptr);
+    for (; c + W <= cols; c += W)
+      one(bias ? load(zr + c) + load(bias + c) : load(zr + c), yr + c, dr ? dr + c : nullptr);
     if (c == cols) continue;
     // the last partial vector through zero-padded copies
     const std::size_t bytes = static_cast<std::size_t>(cols - c) * sizeof(T);
@@ -198,7 +202,8 @@ MathKernels<float> math_kernels_f32() { return math_kernels<float>(); }
 MathKernels<double> math_kernels_f64() { return math_kernels<double>(); }
 
 const KernelTable& kernel_table() {
-  static const KernelTable table{kIsa, math_kernels<float>(), math_kernels<double>(), row_kernels_f32(), row_kernels_f64()};
+  static const KernelTable table{kIsa, math_kernels<float>(), math_kernels<double>(), row_kernels_f32(),
+                                 row_kernels_f64()};
   return table;
 }
 
