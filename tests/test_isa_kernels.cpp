@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "framework/kernels/attention_heads.hpp"
@@ -158,4 +159,40 @@ TEST_CASE("isa kernels: each copy's table holds its own instruction set's kernel
   CHECK(distinct_ln);
   CHECK(distinct_softmax);
 #endif
+}
+
+TEST_CASE("isa kernels: attention's gradients have no subnormal numbers (flushed to zero)") {
+  // Two queries that both look at key 0 and almost not at key 1 (score gap 80: P = 1.8e-35, a
+  // normal float), with dO = 1e-5: key 1's dV and dK are ~1e-40, subnormal, unless flushed. Every
+  // gemm that reads a subnormal runs on the CPU's slow path (3x on the default model's next gemm).
+  kernels::HeadsLayout L;
+  L.B = 1, L.H = 1, L.Tq = 2, L.Tk = 2, L.dh = 1;
+  L.q_row = L.k_row = L.v_row = L.o_row = 1;
+  L.q_batch = L.k_batch = L.v_batch = L.o_batch = 2;
+  const std::vector<float> q = {1, 1}, k = {0, -80}, v = {1, 2}, dout = {1e-5f, 1e-5f};
+  auto subnormal = [](float x) { return x != 0 && std::abs(x) < std::numeric_limits<float>::min(); };
+  const Isa before = runtime::active_isa();
+  for (Isa isa : runtime::supported_isas()) {
+    runtime::set_isa(isa);
+    INFO(runtime::isa_name(isa));
+    for (bool flash : {false, true}) {
+      INFO((flash ? "flash" : "keeping P"));
+      std::vector<float> o(2), p(4), lse(2), dq(2), dk(2), dv(2);
+      if (flash) {
+        kernels::flash_attention_forward<float>(o.data(), lse.data(), q.data(), k.data(), v.data(), L, {}, 1.0f);
+        kernels::flash_attention_backward<float>(dq.data(), true, dk.data(), true, dv.data(), true, dout.data(),
+                                                 o.data(), lse.data(), q.data(), k.data(), v.data(), L, {}, 1.0f);
+      } else {
+        kernels::attention_forward<float>(o.data(), p.data(), q.data(), k.data(), v.data(), L, {}, 1.0f);
+        CHECK(p[1] > 0.0f); // the weight itself is a (tiny) normal number
+        kernels::attention_backward<float>(dq.data(), true, dk.data(), true, dv.data(), true, dout.data(), p.data(),
+                                           q.data(), k.data(), v.data(), L, 1.0f);
+      }
+      CHECK(dv[0] == doctest::Approx(2e-5f));
+      for (float g : {dq[0], dq[1], dk[0], dk[1], dv[0], dv[1]}) CHECK_FALSE(subnormal(g));
+      CHECK(dv[1] == 0.0f);
+      CHECK(dk[1] == 0.0f);
+    }
+  }
+  runtime::set_isa(before);
 }

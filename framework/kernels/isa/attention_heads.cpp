@@ -74,6 +74,21 @@ template <typename T> Head<T> head_at(const T* q, const T* k, const T* v, const 
 
 template <typename T> T beta_of(bool first_write) { return first_write ? T(0) : T(1); }
 
+// x = 0 where |x| is below the smallest normal number, for an m x n block with row stride ld.
+// Attention that has learnt to look at few keys has weights P near 0 for the rest, and products
+// with them (the gradients of those keys' values) end up subnormal; every gemm that then reads
+// them runs on the CPU's slow subnormal path (the next layer's input-gradient gemm ran 3x slower
+// on the default model). Such a value is below 1.2e-38 (float) and counts for nothing beside the
+// others of its row; PyTorch keeps it (and pays the same slowdown).
+template <typename T> void flush_subnormal(T* x, std::int64_t m, std::int64_t n, std::int64_t ld) {
+  constexpr T tiny = std::numeric_limits<T>::min();
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const T v = x[i * ld + j];
+      x[i * ld + j] = (v < tiny && v > -tiny) ? T(0) : v;
+    }
+}
+
 // ---- one head, keeping P ------------------------------------------------------------------------
 // forward, for one (batch, head) pair: O (Tq x dh) and P (Tq x Tk, contiguous)
 template <typename T> void head_forward(T* O, T* P, const Head<T>& h, T scale) {
@@ -90,6 +105,7 @@ void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first
                    const Head<T>& h, T scale) {
   const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
   if (dV) gemm1(true, false, Tk, dh, Tq, T(1), P, Tk, dO, h.ldo, beta_of<T>(v_first), dV, h.ldv); // (3) dV = P^T dO
+  if (dV) flush_subnormal(dV, Tk, dh, h.ldv);
   if (!dQ && !dK) return;
   gemm1(false, true, Tq, Tk, dh, T(1), dO, h.ldo, h.V, h.ldv, T(0), dP, Tk);      // (3) dP = dO V^T
   for (std::int64_t i = 0; i < Tq; ++i)                                          // (2) dS = P (dP - rowsum(dP P))
@@ -97,6 +113,8 @@ void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first
   const T* dS = dP;
   if (dQ) gemm1(false, false, Tq, dh, Tk, scale, dS, Tk, h.K, h.ldk, beta_of<T>(q_first), dQ, h.ldq); // (1) dQ = s dS K
   if (dK) gemm1(true, false, Tk, dh, Tq, scale, dS, Tk, h.Q, h.ldq, beta_of<T>(k_first), dK, h.ldk);  // (1) dK = s dS^T Q
+  if (dQ) flush_subnormal(dQ, Tq, dh, h.ldq);
+  if (dK) flush_subnormal(dK, Tk, dh, h.ldk);
 }
 
 // ---- one head, FlashAttention-2 tiling ----------------------------------------------------------
@@ -198,6 +216,9 @@ void head_flash_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v
       if (dK) gemm1(true, false, bc, dh, br, scale, dP, bc, Qi, h.ldq, T(1), dK + j0 * h.ldk, h.ldk); // (1) dQ, dK
     }
   }
+  if (dQ) flush_subnormal(dQ, h.Tq, dh, h.ldq);
+  if (dK) flush_subnormal(dK, h.Tk, dh, h.ldk);
+  if (dV) flush_subnormal(dV, h.Tk, dh, h.ldv);
 }
 
 // ---- all pairs ------------------------------------------------------------------------------------
