@@ -70,10 +70,9 @@ namespace isa_baseline { const KernelTable& kernel_table(); }
 namespace isa_avx2 { const KernelTable& kernel_table(); }
 namespace isa_avx512 { const KernelTable& kernel_table(); }
 #ifdef HEADGRAD_ISA_NS
-// Inside a copy: its parts of the table (vector_math_isa.cpp, row_kernels_isa.cpp).
+// Inside a copy: its row kernels' part of the table (row_kernels_isa.cpp; vector_math_isa.cpp
+// assembles the whole).
 namespace HEADGRAD_ISA_NS {
-MathKernels<float> math_kernels_f32();
-MathKernels<double> math_kernels_f64();
 RowKernels<float> row_kernels_f32();
 RowKernels<double> row_kernels_f64();
 } // namespace HEADGRAD_ISA_NS

@@ -198,9 +198,7 @@ template <typename T> constexpr MathKernels<T> math_kernels() {
 
 } // namespace
 
-MathKernels<float> math_kernels_f32() { return math_kernels<float>(); }
-MathKernels<double> math_kernels_f64() { return math_kernels<double>(); }
-
+// This copy's whole table: the math above and the row kernels (row_kernels_isa.cpp).
 const KernelTable& kernel_table() {
   static const KernelTable table{kIsa, math_kernels<float>(), math_kernels<double>(), row_kernels_f32(),
                                  row_kernels_f64()};
