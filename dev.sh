@@ -14,11 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# libsleef-dev: vectorised exp, log, tanh, erf for the per-instruction-set kernels (framework/kernels/isa/)
 # pkgconf: the install test builds a consumer through headgrad.pc too
 # fortunes: the default corpus of `headgrad train --task text` (/usr/share/games/fortunes)
 # patch: the test suite builds exercises 8 and 9 with their solutions applied (docs/exercises/)
-PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf fortunes
-  patch)
+# libsleef-dev: vectorised exp, log, tanh, erf for the kernels (framework/kernels/isa/)
+PACKAGES=(libopenblas-dev libfmt-dev libsleef-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++
+  pkgconf fortunes patch)
 JOBS=${JOBS:-2}
 
 log() { printf 'dev.sh: %s\n' "$*" >&2; }
@@ -87,6 +89,7 @@ case "$cmd" in
     if [ "${1:-}" = "text" ]; then
       shift
       build_target headgrad_cli # the headgrad command; PyTorch runs bench/torch_text_lm.py
+      build_target headgrad_bench # its --text-limit mode: the sgemm limit of the text step
       exec /usr/bin/python3 bench/text_lm.py "$@"
     fi
     build_target headgrad_bench # only the benchmark and what it needs

@@ -25,6 +25,7 @@
 #include "framework/nn/layers.hpp"         // Linear, LayerNorm, Embedding, Dropout, ReLU, GELU
 #include "framework/optim/optimizer.hpp"   // SGD, Adam, AdamW, clipping, schedules
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
+#include "framework/runtime/cpu_isa.hpp"   // the instruction set of the vector kernels (HEADGRAD_ISA)
 #include "framework/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
 #include "framework/runtime/threads.hpp"   // set_threads, BLAS info
 

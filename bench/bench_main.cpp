@@ -2,6 +2,7 @@
 // weights, batches and optimiser, printed side by side in one table (and as JSON with --json).
 //
 //   headgrad_bench [--threads N] [--quick] [--skip-tta] [--skip-soak] [--no-torch] [--json]
+//   headgrad_bench --text-limit CHECKPOINT [--threads N]   (the text run's sgemm limit, for bench/text_lm.py)
 //
 // What it measures (each in a fresh child process, so peak RSS figures don't mix):
 //   - throughput of `models::SequenceModel` on the sort task, configs small (the default
@@ -31,6 +32,7 @@
 #include "bench/flop_model.hpp"
 #include "bench/result_json.hpp"
 #include "bench/run_config_json.hpp"
+#include "bench/text_limit.hpp"
 #include "bench/timing.hpp"
 #include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
@@ -95,11 +97,7 @@ json throughput_spec(const BenchOptions& o, const BenchConfig& c, bool with_prof
 // ("headgrad_1", "torch_1"), so each side can be compared at its best thread count.
 void measure_throughput(const BenchOptions& o, Runner& runner, const BenchConfig& c, json& result) {
   // The FLOP formula and the gemm list the sgemm limit is measured on must describe the same step.
-  double listed = 0;
-  for (const auto& g : model_gemm_shapes(c.run)) listed += static_cast<double>(g.count) * g.flops();
-  if (std::abs(listed - step_flops(c.run)) > 1e-9 * listed)
-    throw std::logic_error(
-        fmt::format("FLOP model mismatch for {}: formula {} vs gemm list {}", c.name, step_flops(c.run), listed));
+  check_flop_model(c.run, c.name);
   const json spec = throughput_spec(o, c, true);
   const std::int64_t batches = spec["warmup_steps"].get<std::int64_t>() +
                                spec["windows"].get<std::int64_t>() * spec["window_steps"].get<std::int64_t>() +
@@ -173,6 +171,11 @@ int run(int argc, char** argv) {
   }
   if (args.flag("attention-sweep")) {
     run_attention_sweep(static_cast<int>(args.integer_at_least("threads", 1)));
+    return 0;
+  }
+  if (!args.text("text-limit").empty()) {
+    run_text_limit(args.text("text-limit"), static_cast<int>(args.integer_at_least("threads", 1)),
+                   args.real("sgemm-seconds"));
     return 0;
   }
   const double wall0 = now_seconds(), load_start = load_average();

@@ -76,6 +76,10 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"keep-tmp", Kind::flag, "false", "keep the temp directory with the exported weights, batches and results"},
       {"attention-sweep", Kind::flag, "false",
        "only time the fused attention's two algorithms (keep-P, flash) over sequence lengths"},
+      {"text-limit", Kind::text, "",
+       "only time cblas_sgemm on the gemm mix of the text run whose checkpoint is FILE (its shapes and "
+       "vocabulary) at --threads, for --sgemm-seconds per shape; prints one JSON line (./dev.sh bench text uses it)",
+       "FILE"},
   };
   // the training settings: default = headgrad train's (RunConfig's initialisers)
   for (cli::FlagSpec& f : cli::run_config_flags(cli::RunFields::settings)) flags.push_back(std::move(f));

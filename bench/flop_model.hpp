@@ -16,7 +16,9 @@ namespace headgrad::bench {
 //   forward  = L (8 M d^2 + 4 B T^2 d + 4 M d ffn) + 2 M d V
 //   backward = 2 x forward (each gemm has two gradient gemms of the same size)
 //   step     = 3 x forward
-// T is the padded length: every position is computed, as in both frameworks.
+// T is the padded length: every position is computed, as in both frameworks. The language model
+// of the text task (models/gpt.hpp: q, k, v as one c_attn gemm, a causal attention that both
+// frameworks compute in full, V the tokenizer's vocabulary, T the context) has the same FLOPs.
 inline constexpr const char* kFlopFormula =
     "step = 3 x forward (backward = 2 x forward); forward = L (8 M d^2 + 4 B T^2 d + 4 M d ffn) + 2 M d V, "
     "M = B T; matmul FLOPs only (2 M N K per gemm), elementwise ignored";
@@ -29,12 +31,19 @@ struct GemmShape {
   bool ta, tb;
   std::int64_t m, n, k, batch, count;
   std::string what; // "W_q fwd, ..." (merged when several uses share a shape)
+  // Which size counts the batch's rows (B T positions, or B sequences for attention's per-head
+  // gemms): 'm', 'k' (a weight gradient sums over them) or 'b' (batch). A thread that trains on
+  // its share of the batch (train/thread_replicas.hpp) runs the gemm with that size divided.
+  char rows_in = 'm';
   double flops() const { return 2.0 * static_cast<double>(m * n * k * batch); }
   std::string str() const; // "NT 1024x64x64" or "NN 16x16x16 x256"
 };
-// Every gemm of one training step (forward and backward), identical shapes merged. The sum of
-// count * flops() equals step_flops(c): the benchmark checks this, so the formula above and the
-// list can't drift apart.
+// Every gemm of one training step (forward and backward), identical shapes merged: the
+// reference model's (models/transformer.hpp), or with the text task the language model's
+// (models/gpt.hpp). The sum of count * flops() equals step_flops(c): the benchmark checks this
+// (check_flop_model), so the formula above and the list can't drift apart.
 std::vector<GemmShape> model_gemm_shapes(const train::RunConfig& c);
+// Throws std::logic_error naming `what` when the gemm list and the formula disagree.
+void check_flop_model(const train::RunConfig& c, const std::string& what);
 
 } // namespace headgrad::bench

@@ -22,10 +22,12 @@ struct SgemmLimit {
 };
 // Times cblas_sgemm on every shape (best of repeated calls, at least `min_seconds` per shape), in
 // this process with the current BLAS thread setting.
-// Each shape is timed two ways with `threads` threads, and the faster counts: cblas_sgemm with
-// OpenBLAS's own threads (openblas_set_num_threads(threads)), and headgrad's split of the same
-// calls over OpenMP threads with single-threaded BLAS (kernels::gemm / gemm_batched). Either is
-// "what sgemm can do here", so the limit is the better of the two.
+// Each shape is timed three ways with `threads` threads, and the fastest counts: cblas_sgemm with
+// OpenBLAS's own threads (openblas_set_num_threads(threads)), headgrad's split of the same calls
+// over OpenMP threads with single-threaded BLAS (kernels::gemm / gemm_batched), and each thread
+// running its share of the batch's rows at the same time (data parallelism over threads, as
+// train/thread_replicas.hpp trains; a weight gradient is then a partial sum per thread, whose
+// addition is not counted). Each is "what sgemm can do here", so the limit is the best of them.
 SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads);
 
 } // namespace headgrad::bench

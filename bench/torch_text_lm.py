@@ -4,6 +4,10 @@ the batches and from the initial weights `headgrad train --task text` uses.
 
     /usr/bin/python3 bench/torch_text_lm.py SPEC.json
 
+The BLAS it runs (the system libblas.so.3 that Debian's torch calls, usually OpenBLAS) is found
+and named in result.json's "blas", with its threads pinned to the run's; `bench/text_lm.py` sets
+OPENBLAS_CORETYPE so that its kernel is the one headgrad runs.
+
 SPEC.json holds the run (the text, tokenizer, sizes, seed, optimiser settings, steps, evaluation
 and threads) and "out", a directory that receives metrics.csv in headgrad's format (so
 `headgrad plot` overlays both runs) and result.json. Both sides compute the same things: the
@@ -15,6 +19,7 @@ windows. Training time excludes evaluation, as headgrad's tokens/s does.
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -23,6 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
 from gpt_model import GPT, TextCorpus, headgrad_init, lr_at, read_corpus  # noqa: E402
+from torch_reference import blas_info  # noqa: E402  (bench/: the BLAS torch's gemms land in)
 
 
 def peak_rss_kib():
@@ -51,6 +57,10 @@ def main():
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     torch.set_num_threads(spec["threads"])
+    blas = blas_info(spec["threads"])  # also pins that OpenBLAS's own threads to the same count
+    m = re.search(r"CPU capability usage: (\S+)", torch.__config__.show())
+    blas.update(cpu_capability=m.group(1) if m else "?", torch_version=torch.__version__,
+                openblas_coretype=os.environ.get("OPENBLAS_CORETYPE"))
     corpus = TextCorpus(read_corpus(spec["text"]), spec["tokenizer"])
     V, T, B = len(corpus.vocab), spec["context"], spec["batch"]
     model = GPT(V, T, spec["layers"], spec["heads"], spec["d_model"], spec["ffn"], spec["dropout"],
@@ -93,7 +103,7 @@ def main():
     result = {"first_loss": losses[0], "train_seconds": train_seconds, "steps": spec["steps"],
               "tokens_per_s": B * T * spec["steps"] / train_seconds, "curve": curve,
               "final_eval_loss": curve[-1][2] if curve else None, "peak_rss_kib": peak_rss_kib(),
-              "threads": torch.get_num_threads(), "torch_version": torch.__version__}
+              "threads": torch.get_num_threads(), "torch_version": torch.__version__, "blas": blas}
     with open(os.path.join(spec["out"], "result.json"), "w") as f:
         json.dump(result, f, indent=1)
     return 0

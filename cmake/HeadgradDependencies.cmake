@@ -1,11 +1,17 @@
-# Finds the dependencies of the headgrad library (Debian: libopenblas-dev, libfmt-dev, g++'s
-# OpenMP) and defines the imported target `headgrad_blas`. Shared by the build and by the installed
-# package config (headgradConfig.cmake), where fmt is needed by the public headers and OpenBLAS and
-# OpenMP only to link the static library (cmake/HeadgradInstall.cmake).
+# Finds the dependencies of the headgrad library (Debian: libopenblas-dev, libfmt-dev, libsleef-dev,
+# g++'s OpenMP) and defines the imported target `headgrad_blas`. Shared by the build and by the
+# installed package config (headgradConfig.cmake), where fmt is needed by the public headers and
+# OpenBLAS, SLEEF and OpenMP only to link the static library (cmake/HeadgradInstall.cmake).
+# SLEEF has no CMake package: FindSLEEF.cmake, beside this file, finds it.
 include(CMakeFindDependencyMacro)
 find_dependency(fmt)
 find_dependency(OpenMP)
 find_dependency(OpenBLAS)
+set(_headgrad_saved_module_path "${CMAKE_MODULE_PATH}")
+list(APPEND CMAKE_MODULE_PATH "${CMAKE_CURRENT_LIST_DIR}")
+find_dependency(SLEEF)
+set(CMAKE_MODULE_PATH "${_headgrad_saved_module_path}")
+unset(_headgrad_saved_module_path)
 if(NOT TARGET headgrad_blas)
   add_library(headgrad_blas INTERFACE IMPORTED)
   # OpenBLAS's own cblas.h first: it declares openblas_get_corename() and friends.

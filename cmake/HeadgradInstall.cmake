@@ -23,10 +23,12 @@
 # Dependencies at find_package time (cmake/headgradConfig.cmake.in):
 #   fmt       public: framework/tensor.hpp includes <fmt/format.h>
 #   OpenBLAS  link only (the static library calls cblas_sgemm); its headers stay private
+#   SLEEF     link only (the per-instruction-set kernels call its vector functions); found by
+#             FindSLEEF.cmake, installed beside the config (SLEEF ships no CMake package)
 #   OpenMP    link only (libgomp); consumers are not compiled with -fopenmp
 #   MPI       link only, when headgrad was built with it (framework/distributed/)
 # A static library's link-only dependencies appear in the export as $<LINK_ONLY:target>, and an
-# imported target must exist when the consumer generates, hence find_dependency for those three.
+# imported target must exist when the consumer generates, hence find_dependency for those four.
 # nlohmann-json is not needed: it is header-only and used inside framework/io only.
 
 set(HEADGRAD_PRIVATE_HEADERS
@@ -61,6 +63,7 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/headgradConfigVersi
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgradConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/headgradConfigVersion.cmake
   ${CMAKE_CURRENT_LIST_DIR}/HeadgradDependencies.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/FindSLEEF.cmake
   DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
 
 # pkg-config. Both libraries are static, so everything they link is in Requires/Libs (not the

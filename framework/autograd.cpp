@@ -48,6 +48,13 @@ ObserveGradients::ObserveGradients(GradientObserver observer) : observer_(std::m
 }
 ObserveGradients::~ObserveGradients() { g_observer = prev_; }
 
+bool will_record(std::initializer_list<const Tensor*> inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
 Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
   if (!g_grad_enabled) return out;
   bool any = false;

@@ -6,6 +6,7 @@
 // in backward (softmax keeps y) captures the output's Storage-backed tensor *detached*.
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -76,6 +77,9 @@ private:
 
 // Attaches a node to `out` if grad mode is on and any input requires grad. Returns `out`.
 Tensor record(Tensor out, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
+// Whether record() with these inputs would attach a node: an op asks before computing what only
+// its backward reads (GELU's derivative), so that inference does not pay for it.
+bool will_record(std::initializer_list<const Tensor*> inputs);
 
 // Every tensor `root` depends on that requires grad (root included), each after all the tensors
 // its op read: the order backward walks in reverse. Throws std::logic_error if part of the graph

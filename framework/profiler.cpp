@@ -11,7 +11,21 @@ namespace {
 bool g_profiler = false;
 std::thread::id g_profiled_thread; // the thread that enabled the profiler: the one timed
 std::map<std::string, OpProfile> g_profile;
-thread_local int t_running = 0; // timers alive on this thread
+thread_local int t_running = 0;         // timers alive on this thread
+thread_local bool t_counting = false;    // the outermost of them counts
+thread_local double t_part_seconds = 0;  // time charged to OpParts on this thread, ever
+
+void charge(const char* name, bool backward, double seconds) {
+  OpProfile& p = g_profile[name];
+  p.name = name;
+  if (backward) {
+    ++p.backward_calls;
+    p.backward_seconds += seconds;
+  } else {
+    ++p.forward_calls;
+    p.forward_seconds += seconds;
+  }
+}
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -34,23 +48,26 @@ std::vector<OpProfile> profiler_report() {
 OpTimer::OpTimer(const char* name, bool backward)
     : name_(name), backward_(backward),
       counts_(g_profiler && t_running == 0 && std::this_thread::get_id() == g_profiled_thread),
-      start_(counts_ ? now_seconds() : 0.0) {
+      start_(counts_ ? now_seconds() : 0.0), parts_at_start_(t_part_seconds) {
   ++t_running;
+  if (counts_) t_counting = true;
 }
 
 OpTimer::~OpTimer() {
   --t_running;
   if (!counts_) return;
+  t_counting = false;
+  charge(name_, backward_, now_seconds() - start_ - (t_part_seconds - parts_at_start_));
+}
+
+OpPart::OpPart(const char* name, bool backward)
+    : name_(name), backward_(backward), counts_(t_counting), start_(counts_ ? now_seconds() : 0.0) {}
+
+OpPart::~OpPart() {
+  if (!counts_) return;
   const double seconds = now_seconds() - start_;
-  OpProfile& p = g_profile[name_];
-  p.name = name_;
-  if (backward_) {
-    ++p.backward_calls;
-    p.backward_seconds += seconds;
-  } else {
-    ++p.forward_calls;
-    p.forward_seconds += seconds;
-  }
+  t_part_seconds += seconds;
+  charge(name_, backward_, seconds);
 }
 
 } // namespace headgrad

@@ -33,6 +33,24 @@ private:
   bool backward_;
   bool counts_; // the profiler was on and no other timer was running when this one started
   double start_;
+  double parts_at_start_; // OpPart time on this thread when it started (subtracted at the end)
+};
+
+// Inside a counted OpTimer: charges its scope to `name` instead, and takes that time off the
+// enclosing op, so a fused op's parts show under the ops they stand for (linear_gelu's GELU pass
+// under "gelu", its gemms under "linear_gelu"). Counts nothing outside a counted timer.
+class OpPart {
+public:
+  explicit OpPart(const char* name, bool backward = false);
+  ~OpPart();
+  OpPart(const OpPart&) = delete;
+  OpPart& operator=(const OpPart&) = delete;
+
+private:
+  const char* name_;
+  bool backward_;
+  bool counts_;
+  double start_;
 };
 
 } // namespace headgrad

@@ -138,8 +138,9 @@ MLP::MLP(const GPTConfig& cfg, Generator& gen, DType dtype) {
 }
 
 Tensor MLP::forward(const Tensor& x) {
-  // (B, T, C) -> (B, T, ffn) -> (B, T, C)
-  return dropout->forward(c_proj->forward(gelu->forward(c_fc->forward(x))));
+  // (B, T, C) -> (B, T, ffn): gelu(c_fc(x)) as one op -> (B, T, C)
+  const Tensor h = ops::linear_gelu(x, c_fc->weight, c_fc->bias, gelu->approximate);
+  return dropout->forward(c_proj->forward(h));
 }
 
 Block::Block(const GPTConfig& cfg, Generator& gen, DType dtype) {

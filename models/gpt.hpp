@@ -64,7 +64,7 @@ private:
 };
 
 // c_proj(gelu(c_fc(x))), then dropout: (..., C) -> (..., ffn) -> (..., C). GELU is the exact
-// (erf) form, as nanoGPT's nn.GELU().
+// (erf) form, as nanoGPT's nn.GELU(); c_fc and it run as one fused op (ops::linear_gelu).
 class MLP : public nn::Module {
 public:
   MLP(const GPTConfig& cfg, Generator& gen, DType dtype);

@@ -242,6 +242,11 @@ const std::map<std::string, OpFn>& op_table() {
        }},
       {"matmul", [](const Inputs& x, const json& p) { return Outputs{matmul(x[0], x[1], p["scale"])}; }},
       {"linear", [](const Inputs& x, const json&) { return Outputs{linear(x[0], x[1], arg(x, 2))}; }},
+      {"linear_gelu",
+       [](const Inputs& x, const json& p) {
+         return Outputs{linear_gelu(x[0], x[1], arg(x, 2),
+                                    p["approximate"] == "tanh" ? GeluApproximate::tanh : GeluApproximate::none)};
+       }},
       {"layer_norm",
        [](const Inputs& x, const json& p) {
          const auto [w, b] = affine_of(x, 1, p);

@@ -14,6 +14,8 @@
 #pragma once
 #include <cstdint>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
+
 namespace headgrad::kernels {
 
 // Where the heads live. Each of Q, K, V, O (and their gradients, which share the layout) is a
@@ -32,6 +34,8 @@ struct KeptKeys {
   const std::int64_t* lens = nullptr;
   const std::uint8_t* keep = nullptr;
 };
+
+HEADGRAD_ISA_BEGIN
 
 // O = softmax(scale Q K^T, masked) V per head; P (B, H, Tq, Tk): the weights, kept for the
 // backward (null: not kept, a per-thread scratch is used).
@@ -72,4 +76,36 @@ inline bool flash_attention_pays(std::int64_t Tq, std::int64_t Tk, std::int64_t 
   return Tq * Tk >= (dh >= 32 ? kFlashMinScores : kFlashMinScoresSmallHeads);
 }
 
+HEADGRAD_ISA_END
+
+// Outside the copies built per instruction set (framework/kernels/isa/), the float and double
+// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
+#ifndef HEADGRAD_ISA_NS
+template <> void attention_forward<float>(float* o, float* p, const float* q, const float* k, const float* v,
+                                          const HeadsLayout& L, const KeptKeys& kept, float scale);
+template <> void attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv,
+                                           bool dv_first, const float* dout, const float* p, const float* q,
+                                           const float* k, const float* v, const HeadsLayout& L, float scale,
+                                           const KeptKeys& kept);
+template <> void flash_attention_forward<float>(float* o, float* lse, const float* q, const float* k, const float* v,
+                                                const HeadsLayout& L, const KeptKeys& kept, float scale);
+template <> void flash_attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv,
+                                                 bool dv_first, const float* dout, const float* o, const float* lse,
+                                                 const float* q, const float* k, const float* v, const HeadsLayout& L,
+                                                 const KeptKeys& kept, float scale);
+template <> void attention_forward<double>(double* o, double* p, const double* q, const double* k, const double* v,
+                                           const HeadsLayout& L, const KeptKeys& kept, double scale);
+template <> void attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv,
+                                            bool dv_first, const double* dout, const double* p, const double* q,
+                                            const double* k, const double* v, const HeadsLayout& L, double scale,
+                                           const KeptKeys& kept);
+template <> void flash_attention_forward<double>(double* o, double* lse, const double* q, const double* k,
+                                                 const double* v, const HeadsLayout& L, const KeptKeys& kept,
+                                                 double scale);
+template <> void flash_attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv,
+                                                  bool dv_first, const double* dout, const double* o,
+                                                  const double* lse, const double* q, const double* k,
+                                                  const double* v, const HeadsLayout& L, const KeptKeys& kept,
+                                                  double scale);
+#endif
 } // namespace headgrad::kernels

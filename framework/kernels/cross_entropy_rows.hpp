@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 
 // probs[r] = softmax(x[r]) for every row (kept for the backward). For the rows with weight[r] != 0
 // (the counted rows), the row loss is weight[r] (log s - (x[r][target[r]] - m)), m the row max and
@@ -53,4 +55,22 @@ void cross_entropy_backward(T* dx, bool first_write, const T* probs, const std::
   }
 }
 
+HEADGRAD_ISA_END
+
+// Outside the copies built per instruction set (framework/kernels/isa/), the float and double
+// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
+#ifndef HEADGRAD_ISA_NS
+template <> double cross_entropy_forward<float>(float* probs, float* row_loss, const float* x,
+                                                const std::int64_t* target, const double* weight, std::int64_t rows,
+                                                std::int64_t V);
+template <> void cross_entropy_backward<float>(float* dx, bool first_write, const float* probs,
+                                               const std::int64_t* target, const float* row_scale, std::int64_t rows,
+                                               std::int64_t V);
+template <> double cross_entropy_forward<double>(double* probs, double* row_loss, const double* x,
+                                                 const std::int64_t* target, const double* weight, std::int64_t rows,
+                                                 std::int64_t V);
+template <> void cross_entropy_backward<double>(double* dx, bool first_write, const double* probs,
+                                                const std::int64_t* target, const double* row_scale,
+                                                std::int64_t rows, std::int64_t V);
+#endif
 } // namespace headgrad::kernels

@@ -11,9 +11,11 @@
 #include <cblas.h>
 #include <cstdint>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
 #include "framework/runtime/startup.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 
 // One BLAS call on the calling thread (no splitting; BLAS's own threading as configured).
 // C = beta C for an (m x n) block with leading dimension ldc: a product with k = 0 is an empty sum.
@@ -91,4 +93,5 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T al
   run_blas_parallel(parts, [](void* ctx, std::int64_t p) { (*static_cast<decltype(block)*>(ctx))(p); }, &block);
 }
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels

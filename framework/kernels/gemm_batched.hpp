@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framework/kernels/gemm.hpp"
+#include "framework/kernels/isa/isa_namespace.hpp"
 #include "framework/kernels/small_gemm.hpp"
 
 namespace headgrad::kernels {
@@ -19,6 +20,8 @@ namespace headgrad::kernels {
 struct BatchOffsets {
   std::int64_t a, b, c;
 };
+
+HEADGRAD_ISA_BEGIN
 
 // True when the batch should be spread over threads: more than one gemm, more than one thread,
 // not already inside a parallel region, each gemm big enough to be worth a thread, and
@@ -49,4 +52,5 @@ void gemm_batched(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
     for (std::int64_t i = 0; i < count; ++i) one(i);
 }
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels

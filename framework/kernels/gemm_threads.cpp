@@ -5,6 +5,7 @@
 #include "framework/kernels/gemm_batched.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN // also built per instruction set, for attention's copies (isa_namespace.hpp)
 
 namespace {
 // Below this m*n*k a gemm is call overhead more than arithmetic: 256 gemms of 16 x 16 x 16 took
@@ -40,4 +41,5 @@ void run_blas_parallel(std::int64_t count, void (*fn)(void* ctx, std::int64_t i)
   if (blas_threads != 1) openblas_set_num_threads(blas_threads);
 }
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels

@@ -7,10 +7,12 @@
 #include <omp.h>
 #include <vector>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
 #include "framework/kernels/parallel.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 
 // The mean and 1 / sqrt(var + eps) of a row of finite values whose sum or squared deviations
 // overflow T (float32 from |x| ~ 1e19, float64 from 1e154): the same two passes over x / c, c a
@@ -119,4 +121,26 @@ void layer_norm_backward(T* dx, bool dx_first, T* dw, bool dw_first, T* db, bool
   }
 }
 
+HEADGRAD_ISA_END
+
+// Outside the copies built per instruction set (framework/kernels/isa/), the float and double
+// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
+#ifndef HEADGRAD_ISA_NS
+template <> void layer_norm_forward<float>(float* y, float* stats, const float* x, const float* w, const float* b,
+                                           std::int64_t rows, std::int64_t D, float eps);
+template <> void add_layer_norm_forward<float>(float* y, float* s, float* stats, const float* a, const float* b,
+                                               const float* w, const float* bias, std::int64_t rows, std::int64_t D,
+                                               float eps);
+template <> void layer_norm_backward<float>(float* dx, bool dx_first, float* dw, bool dw_first, float* db,
+                                            bool db_first, const float* dy, const float* x, const float* w,
+                                            const float* stats, std::int64_t rows, std::int64_t D);
+template <> void layer_norm_forward<double>(double* y, double* stats, const double* x, const double* w,
+                                            const double* b, std::int64_t rows, std::int64_t D, double eps);
+template <> void add_layer_norm_forward<double>(double* y, double* s, double* stats, const double* a, const double* b,
+                                                const double* w, const double* bias, std::int64_t rows,
+                                                std::int64_t D, double eps);
+template <> void layer_norm_backward<double>(double* dx, bool dx_first, double* dw, bool dw_first, double* db,
+                                             bool db_first, const double* dy, const double* x, const double* w,
+                                             const double* stats, std::int64_t rows, std::int64_t D);
+#endif
 } // namespace headgrad::kernels

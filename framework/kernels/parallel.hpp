@@ -3,7 +3,10 @@
 #pragma once
 #include <cstdint>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
+
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 
 // A loop is split over the threads once its work reaches kParallelWork simple operations (2^18,
 // 1 MiB of floats added once). Waking a sleeping OpenMP thread (OMP_WAIT_POLICY=PASSIVE) costs
@@ -15,4 +18,5 @@ inline constexpr std::int64_t kParallelWork = std::int64_t{1} << 18;
 // layer-norm or Adam element, 8 for a softmax element (its exp).
 inline bool worth_threads(std::int64_t elements, std::int64_t cost = 1) { return elements * cost >= kParallelWork; }
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
 #include "framework/kernels/parallel.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 
 // y[r, :] = b for every row (linear's gemm then adds x W^T with beta 1).
 template <typename T> void fill_rows(T* y, const T* b, std::int64_t rows, std::int64_t cols) {
@@ -27,4 +29,15 @@ template <typename T> void column_sums(T* out, bool first_write, const T* x, std
   }
 }
 
+HEADGRAD_ISA_END
+
+// Outside the copies built per instruction set (framework/kernels/isa/), the float and double
+// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
+#ifndef HEADGRAD_ISA_NS
+template <> void fill_rows<float>(float* y, const float* b, std::int64_t rows, std::int64_t cols);
+template <> void column_sums<float>(float* out, bool first_write, const float* x, std::int64_t rows, std::int64_t cols);
+template <> void fill_rows<double>(double* y, const double* b, std::int64_t rows, std::int64_t cols);
+template <> void column_sums<double>(double* out, bool first_write, const double* x, std::int64_t rows,
+                                     std::int64_t cols);
+#endif
 } // namespace headgrad::kernels

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <limits>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
 #include "framework/kernels/parallel.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 
 // One row: yr[:] = softmax over the kept keys of xr, 0 elsewhere.
 // Kept keys: j < len, and kr[j] != 0 (kr == nullptr: all).
@@ -58,16 +60,11 @@ inline void softmax_row(T* yr, const T* xr, std::int64_t len, const std::uint8_t
   else softmax_row_impl<false>(yr, xr, len, kr, cols);
 }
 
-// softmax_row<float>, compiled twice on x86-64 (row_softmax_f32.cpp): for AVX2 and for the baseline,
-// the CPU picking at load time. The exp and the reductions then run 8 floats wide where AVX2
-// exists: masked_softmax forward of the large bench config went from 9.8 to 4.8 ms per step.
-void softmax_row_f32(float* yr, const float* xr, std::int64_t len, const std::uint8_t* kr, std::int64_t cols);
-
-// One row for either float type: the AVX2-cloned float kernel, or the template for double.
+// One row for either float type. (The row code runs at the CPU's vector width: these kernels are
+// built per instruction set, framework/kernels/isa/.)
 template <typename T>
 inline void softmax_row_any(T* yr, const T* xr, std::int64_t len, const std::uint8_t* kr, std::int64_t cols) {
-  if constexpr (sizeof(T) == 4) softmax_row_f32(yr, xr, len, kr, cols);
-  else softmax_row<T>(yr, xr, len, kr, cols);
+  softmax_row<T>(yr, xr, len, kr, cols);
 }
 
 // y[r, :] = softmax over the keys of row r that are kept; others 0.
@@ -176,4 +173,26 @@ void log_softmax_backward(T* dx, bool first_write, const T* dy, const T* y, std:
   }
 }
 
+HEADGRAD_ISA_END
+
+// Outside the copies built per instruction set (framework/kernels/isa/), the float and double
+// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
+#ifndef HEADGRAD_ISA_NS
+template <> void softmax_forward<float>(float* y, const float* x, const std::int64_t* lens, const std::uint8_t* keep,
+                                        std::int64_t rows, std::int64_t cols);
+template <> void softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y,
+                                         const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows,
+                                         std::int64_t cols);
+template <> void log_softmax_forward<float>(float* y, const float* x, std::int64_t rows, std::int64_t cols);
+template <> void log_softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y,
+                                             std::int64_t rows, std::int64_t cols);
+template <> void softmax_forward<double>(double* y, const double* x, const std::int64_t* lens,
+                                         const std::uint8_t* keep, std::int64_t rows, std::int64_t cols);
+template <> void softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y,
+                                         const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows,
+                                         std::int64_t cols);
+template <> void log_softmax_forward<double>(double* y, const double* x, std::int64_t rows, std::int64_t cols);
+template <> void log_softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y,
+                                              std::int64_t rows, std::int64_t cols);
+#endif
 } // namespace headgrad::kernels

@@ -4,7 +4,10 @@
 #pragma once
 #include <cstdint>
 
+#include "framework/kernels/isa/isa_namespace.hpp"
+
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 
 inline constexpr std::int64_t kSmallGemmMax = 32;
 
@@ -15,4 +18,5 @@ void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
 void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
                 std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc);
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels

@@ -48,12 +48,25 @@ Tensor GELU::forward(const Tensor& x) const { return ops::gelu(x, approximate); 
 void Sequential::add(Step fn) {
   if (!fn) throw std::invalid_argument("Sequential::add: empty function");
   steps_.push_back(std::move(fn));
+  fusable_.push_back({});
 }
 
 Tensor Sequential::forward(const Tensor& x) const {
   check_defined(x, "Sequential::forward", "x");
   Tensor y = x;
-  for (const Step& step : steps_) y = step(y);
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const Linear* lin = fusable_[i].linear;
+    const Fusable* next = i + 1 < steps_.size() ? &fusable_[i + 1] : nullptr;
+    if (lin && next && next->gelu) { // Linear, GELU: one op
+      y = ops::linear_gelu(y, lin->weight, lin->bias, next->gelu->approximate);
+      ++i;
+    } else if (lin && next && next->relu) { // Linear, ReLU: one op
+      y = ops::linear_relu(y, lin->weight, lin->bias);
+      ++i;
+    } else {
+      y = steps_[i](y);
+    }
+  }
   return y;
 }
 

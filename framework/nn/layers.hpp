@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "framework/nn/module.hpp"
@@ -65,7 +66,9 @@ public:
 // torch.nn.Sequential: steps applied in order, each a module with a forward(x) (registered as
 // child "0", "1", ... in order, so parameter names are PyTorch's: "0.weight", "2.bias") or a
 // plain function such as ops::relu, which has no parameters but takes its index all the same, as
-// nn.ReLU() would. An empty Sequential returns its input.
+// nn.ReLU() would. An empty Sequential returns its input. A Linear followed by a GELU or ReLU
+// module runs as one fused op (ops::linear_gelu, ops::linear_relu): the same values, one pass
+// over the activations less each way.
 //   nn::Sequential mlp(std::make_shared<nn::Linear>(4, 8, true, gen), std::make_shared<nn::GELU>(),
 //                      std::make_shared<nn::Linear>(8, 4, true, gen));
 class Sequential : public Module {
@@ -79,6 +82,11 @@ public:
     if (!module) throw std::invalid_argument("Sequential::add: null module");
     register_module(std::to_string(steps_.size()), module);
     steps_.push_back([m = module.get()](const Tensor& x) { return m->forward(x); });
+    Fusable f;
+    if constexpr (std::is_same_v<M, Linear>) f.linear = module.get();
+    if constexpr (std::is_same_v<M, GELU>) f.gelu = module.get();
+    if constexpr (std::is_same_v<M, ReLU>) f.relu = true;
+    fusable_.push_back(f);
     return module;
   }
   // Appends a function without parameters.
@@ -87,7 +95,13 @@ public:
   std::size_t size() const { return steps_.size(); }
 
 private:
+  struct Fusable { // what a step is, when it is one of the modules a fused op covers
+    const Linear* linear = nullptr;
+    const GELU* gelu = nullptr;
+    bool relu = false;
+  };
   std::vector<Step> steps_;
+  std::vector<Fusable> fusable_; // one per step
 };
 
 } // namespace headgrad::nn

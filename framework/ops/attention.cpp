@@ -3,7 +3,7 @@
 // (B, T, heads * dh) layout. The composed ops (models/attention.cpp) stay the textbook version;
 // this one is what training runs, proven equal to it by tests/test_fused_attention.cpp.
 //
-// Per (batch, head) pair, with Q, K, V that head's T x dh columns (kernels/attention_heads.cpp,
+// Per (batch, head) pair, with Q, K, V that head's T x dh columns (kernels/isa/attention_heads.cpp,
 // head_forward and head_backward, has the lines side by side):
 //   forward:  (1) S = s Q K^T   (2) P = softmax over kept keys (S)   (3) O = P V
 //   VJP:      (3) dV += P^T dO,  dP = dO V^T

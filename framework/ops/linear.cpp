@@ -1,11 +1,12 @@
 // linear.cpp - y = x W^T + b as one gemm each way (nn.Linear's F.linear), and the same with the
-// ReLU that follows it in a position-wise FFN fused in.
+// ReLU that follows it in a position-wise FFN, or the GELU of a GPT MLP, fused in.
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
 #include "framework/kernels/elementwise.hpp"
 #include "framework/kernels/gemm.hpp"
 #include "framework/kernels/row_bias.hpp"
+#include "framework/kernels/vector_math.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/profiler.hpp"
 
@@ -96,6 +97,40 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       kernels::map_backward<T>(dz.data<T>(), true, dy.data<T>(), y.data<T>(), y.data<T>(), dy.numel(),
                                [](T yv, T) { return static_cast<T>(yv > T(0)); });
     });
+    linear_backward(n, dz, d);
+  });
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, GeluApproximate approximate) {
+  const LinearDims d = check_linear(x, weight, bias, "linear_gelu");
+  OpTimer timer("linear_gelu");
+  const Tensor xc = x.contiguous(), wc = weight.contiguous(), bc = bias.defined() ? bias.contiguous() : bias;
+  Dims oshape = x.shape();
+  oshape[oshape.size() - 1] = d.out_f;
+  Tensor out = new_tensor(oshape, x.dtype());
+  const bool keep = will_record({&xc, &wc, &bc});
+  const Tensor dydz = keep ? new_tensor(oshape, x.dtype()) : Tensor(); // gelu'(z), for the backward
+  const auto form = approximate == GeluApproximate::tanh ? kernels::GeluForm::tanh : kernels::GeluForm::erf;
+  // forward: z = x W^T + b;  y = gelu(z) (GPT's c_fc and GELU, one pass less)
+  dispatch_float(x.dtype(), "linear_gelu", [&]<typename T>() {
+    T* y = out.data<T>();
+    kernels::gemm<T>(false, true, d.rows, d.out_f, d.in_f, T(1), xc.data<T>(), d.in_f, wc.data<T>(), d.in_f, T(0), y,
+                     d.out_f); // y = x W^T
+    OpPart part("gelu");       // in place: y = gelu(y + b), and gelu'(y + b)
+    kernels::gelu_rows<T>(y, keep ? dydz.data<T>() : nullptr, y, bc.defined() ? bc.data<T>() : nullptr, d.rows,
+                          d.out_f, form);
+  });
+  // VJP: dz = dy * gelu'(z) (gelu's VJP, with the derivative the forward kept), then linear's
+  // VJP with dz
+  return record(out, "linear_gelu", {xc, wc, bc}, [dydz, d](Node& n, const Tensor& dy) {
+    Tensor dz = new_tensor(dy.shape(), dy.dtype());
+    {
+      OpPart part("gelu", true);
+      dispatch_float(dy.dtype(), "linear_gelu", [&]<typename T>() {
+        kernels::map_backward<T>(dz.data<T>(), true, dy.data<T>(), dydz.data<T>(), dydz.data<T>(), dy.numel(),
+                                 [](T g, T) { return g; });
+      });
+    }
     linear_backward(n, dz, d);
   });
 }

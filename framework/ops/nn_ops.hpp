@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "framework/ops/ops.hpp" // GeluApproximate
 #include "framework/tensor.hpp"
 
 namespace headgrad {
@@ -69,6 +70,11 @@ Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // relu(linear(x, weight, bias)) as one op (a position-wise FFN's first layer): one pass less each way.
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// gelu(linear(x, weight, bias), approximate) as one op (GPT's MLP): the bias, GELU and GELU's
+// derivative in one pass over the gemm's output; the backward multiplies by that derivative and
+// runs linear's gemms.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                   GeluApproximate approximate = GeluApproximate::none);
 
 // ---- layer norm (layer_norm.cpp) --------------------------------------------------------------
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as PyTorch).

@@ -5,24 +5,28 @@
 #include <cmath>
 #include <limits>
 #include <fmt/format.h>
-#include <numbers>
 
 #include "framework/autograd.hpp"
 #include "framework/kernels/elementwise.hpp"
+#include "framework/kernels/vector_math.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {
 
-// Op::f(x) -> y and Op::df(x, y) -> dy/dx. The backward keeps x (the input) and y (the output).
+// Op::f(x) -> y, or Op::f_n(y, x, n) over the whole buffer (a vectorised kernel), and
+// Op::df(x, y) -> dy/dx. The backward keeps x (the input) and y (the output).
 template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* name) {
   check_defined(x, name, "x");
   OpTimer timer(name);
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
   dispatch_float(x.dtype(), name, [&]<typename T>() {
-    kernels::map<T>(out.data<T>(), xc.data<T>(), out.numel(), [&op](T v) { return op.template f<T>(v); });
+    if constexpr (requires { Op::template f_n<T>(nullptr, nullptr, 0); })
+      Op::template f_n<T>(out.data<T>(), xc.data<T>(), out.numel());
+    else
+      kernels::map<T>(out.data<T>(), xc.data<T>(), out.numel(), [&op](T v) { return op.template f<T>(v); });
   });
   // VJP:     dx += dy * f'(x, y)      shapes: x, y, dy, dx all the same (contiguous)
   const Tensor y = out.detach();
@@ -36,12 +40,13 @@ template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* n
   });
 }
 
+// exp, log and tanh run SLEEF's vector functions (kernels/vector_math.hpp), within 1 ulp.
 struct Exp { // y = e^x;  dy/dx = y
-  template <typename T> T f(T x) const { return std::exp(x); }
+  template <typename T> static void f_n(T* y, const T* x, std::int64_t n) { kernels::exp_n(y, x, n); }
   template <typename T> T df(T, T y) const { return y; }
 };
 struct Log { // y = ln x;  dy/dx = 1/x
-  template <typename T> T f(T x) const { return std::log(x); }
+  template <typename T> static void f_n(T* y, const T* x, std::int64_t n) { kernels::log_n(y, x, n); }
   template <typename T> T df(T x, T) const { return T(1) / x; }
 };
 struct Sqrt { // y = sqrt(x);  dy/dx = 1 / (2 y)
@@ -67,7 +72,7 @@ struct Pow { // y = x^p;  dy/dx = p x^(p-1), 0 for p = 0 (as PyTorch)
   template <typename T> T df(T x, T) const { return p == 0.0 ? T(0) : static_cast<T>(p) * torch_pow(x, p - 1.0); }
 };
 struct Tanh { // y = tanh x;  dy/dx = 1 - y^2
-  template <typename T> T f(T x) const { return std::tanh(x); }
+  template <typename T> static void f_n(T* y, const T* x, std::int64_t n) { kernels::tanh_n(y, x, n); }
   template <typename T> T df(T, T y) const { return T(1) - y * y; }
 };
 // y = max(x, 0);  dy/dx = [not x <= 0]: 0 at x = 0, and 1 at NaN, which stays NaN and passes dy
@@ -93,36 +98,6 @@ struct Clamp {
   }
   template <typename T> T df(T x, T) const { return static_cast<T>(x >= static_cast<T>(lo) && x <= static_cast<T>(hi)); }
 };
-// GELU, y = x Phi(x) (Hendrycks & Gimpel, "Gaussian Error Linear Units", 2016), in the two forms
-// of torch.nn.functional.gelu; the arithmetic follows PyTorch's CPU kernel (GeluKernel.cpp).
-// approximate='none' (PyTorch's default), Phi the standard normal CDF:
-//   y = 0.5 x (1 + erf(x / sqrt 2))
-//   dy/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-struct GeluErf {
-  template <typename T> T f(T x) const {
-    return x * T(0.5) * (T(1) + std::erf(x * static_cast<T>(std::numbers::sqrt2 / 2)));
-  }
-  template <typename T> T df(T x, T) const {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * static_cast<T>(std::numbers::sqrt2 / 2)));
-    const T pdf = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2) * std::exp(T(-0.5) * x * x);
-    return cdf + x * pdf;
-  }
-};
-// approximate='tanh': y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2/pi)
-// dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 * 0.044715 x^2)
-struct GeluTanh {
-  template <typename T> static T u(T x) {
-    const T c = static_cast<T>(std::numbers::sqrt2 / std::sqrt(std::numbers::pi));
-    return c * (x + T(0.044715) * x * x * x);
-  }
-  template <typename T> T f(T x) const { return T(0.5) * x * (T(1) + std::tanh(u(x))); }
-  template <typename T> T df(T x, T) const {
-    const T c = static_cast<T>(std::numbers::sqrt2 / std::sqrt(std::numbers::pi));
-    const T t = std::tanh(u(x));
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(3 * 0.044715) * x * x);
-  }
-};
-
 } // namespace
 
 Tensor exp(const Tensor& x) { return unary(x, Exp{}, "exp"); }
@@ -131,8 +106,34 @@ Tensor sqrt(const Tensor& x) { return unary(x, Sqrt{}, "sqrt"); }
 Tensor pow(const Tensor& x, double p) { return unary(x, Pow{p}, "pow"); }
 Tensor tanh(const Tensor& x) { return unary(x, Tanh{}, "tanh"); }
 Tensor relu(const Tensor& x) { return unary(x, Relu{}, "relu"); }
+// GELU, y = x Phi(x) (Hendrycks & Gimpel, "Gaussian Error Linear Units", 2016), in the two forms
+// of torch.nn.functional.gelu, with the arithmetic of PyTorch's CPU kernel (kernels::gelu_rows).
+// approximate='none' (PyTorch's default), Phi the standard normal CDF:
+//   y = 0.5 x (1 + erf(x / sqrt 2))
+//   dy/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+// approximate='tanh': y = 0.5 x (1 + tanh(u)), u = c (x + 0.044715 x^3), c = sqrt(2/pi)
+//   dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 * 0.044715 x^2)
+// The forward computes dy/dx with y in the same pass (it shares erf's exponential), and the
+// backward keeps it instead of x.
+// VJP:     dx += dy * dy/dx          shapes: x, y, dy, dx all the same (contiguous)
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
-  return approximate == GeluApproximate::tanh ? unary(x, GeluTanh{}, "gelu") : unary(x, GeluErf{}, "gelu");
+  check_defined(x, "gelu", "x");
+  OpTimer timer("gelu");
+  const Tensor xc = x.contiguous();
+  Tensor out = new_tensor(x.shape(), x.dtype());
+  const bool keep = will_record({&xc});
+  const Tensor dydx = keep ? new_tensor(x.shape(), x.dtype()) : Tensor();
+  const auto form = approximate == GeluApproximate::tanh ? kernels::GeluForm::tanh : kernels::GeluForm::erf;
+  dispatch_float(x.dtype(), "gelu", [&]<typename T>() {
+    kernels::gelu_rows<T>(out.data<T>(), keep ? dydx.data<T>() : nullptr, xc.data<T>(), nullptr, 1, out.numel(), form);
+  });
+  return record(out, "gelu", {xc}, [dydx](Node& n, const Tensor& dy) {
+    const GradBuffer dx = n.grad_buffer(0);
+    dispatch_float(dy.dtype(), "gelu", [&]<typename T>() {
+      kernels::map_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), dydx.data<T>(), dydx.data<T>(), dy.numel(),
+                               [](T d, T) { return d; });
+    });
+  });
 }
 Tensor abs(const Tensor& x) { return unary(x, Abs{}, "abs"); }
 Tensor sigmoid(const Tensor& x) { return unary(x, Sigmoid{}, "sigmoid"); }

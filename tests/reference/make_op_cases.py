@@ -353,6 +353,8 @@ OPS = {
     # products and layers
     "matmul": lambda x, p: [torch.matmul(x[0], x[1]) * p["scale"] if p["scale"] != 1 else torch.matmul(x[0], x[1])],
     "linear": lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)],
+    "linear_gelu": lambda x, p: [F.gelu(F.linear(x[0], x[1], x[2] if len(x) > 2 else None),
+                                        approximate=p["approximate"])],
     "layer_norm": lambda x, p: t_layer_norm(x, p),
     "add_layer_norm": lambda x, p: t_layer_norm([x[0] + x[1]] + list(x[2:]), p),
     "clip_grad_norm": lambda x, p: t_clip_grad_norm(x, p),
@@ -590,6 +592,18 @@ def fam_linear(n):
         if chance(0.7):
             ins.append(fin((o,), dt, view=0))
         yield "linear", {}, ins
+
+
+def fam_linear_gelu(n):
+    """linear followed by gelu, the fused op GPT's MLP runs. Run last, as fam_gelu, so that adding it
+    left the earlier cases' random stream as it was."""
+    for _ in range(n):
+        dt = dtypes()
+        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
+        ins = [fin(rand_shape(0, 2) + (i,), dt, pick(["normal", "wide"])), fin((o, i), dt)]
+        if chance(0.7):
+            ins.append(fin((o,), dt, view=0))
+        yield "linear_gelu", {"approximate": pick(["none", "none", "tanh"])}, ins
 
 
 def fam_layer_norm(n):
@@ -1084,7 +1098,8 @@ FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", 
             ("graph", fam_graph, 80), ("unary", fam_gelu, 150),
             ("softmax_special", fam_softmax_special, 330), ("large_logits", fam_large_logits, 120),
             ("layer_norm_overflow", fam_layer_norm_overflow, 100), ("clip", fam_clip, 150),
-            ("correction", fam_correction, 150), ("accepted", fam_accepted, 200)]
+            ("correction", fam_correction, 150), ("accepted", fam_accepted, 200),
+            ("linear", fam_linear_gelu, 60)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -221,6 +221,14 @@ void layer_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "linear_relu with bias", "x [2, 3, 4], W [5, 4], b [5]",
                       [] { return std::vector{randn({2, 3, 4}, 38), randn({5, 4}, 39), randn({5}, 46)}; },
                       [](const std::vector<Tensor>& x) { return ops::linear_relu(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "linear_gelu with bias (erf form)", "x [2, 3, 4], W [5, 4], b [5] (N(0, 4))",
+                      [] { return std::vector{randn({2, 3, 4}, 54), ops::mul_scalar(randn({5, 4}, 55), 2.0), randn({5}, 56)}; },
+                      [](const std::vector<Tensor>& x) { return ops::linear_gelu(x[0], x[1], x[2]); }));
+  cases.push_back(row(kLayers, "linear_gelu tanh form, no bias, transposed input", "x [4, 3]^T, W [6, 4]",
+                      [] { return std::vector{randn({4, 3}, 57), ops::mul_scalar(randn({6, 4}, 58), 2.0)}; },
+                      [](const std::vector<Tensor>& x) {
+                        return ops::linear_gelu(x[0].transpose(0, 1), x[1], Tensor(), ops::GeluApproximate::tanh);
+                      }));
   cases.push_back(row(kLayers, "add_layer_norm", "x, y [2, 3, 6], w [6], b [6]",
                       [] { return std::vector{randn({2, 3, 6}, 47), randn({2, 3, 6}, 48), randn({6}, 49), randn({6}, 53)}; },
                       [](const std::vector<Tensor>& x) { return ops::add_layer_norm(x[0], x[1], x[2], x[3]); }));

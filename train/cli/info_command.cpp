@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "framework/distributed/communicator.hpp"
+#include "framework/runtime/cpu_isa.hpp"
 #include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_check.hpp"
@@ -19,7 +20,7 @@ int info_command(int argc, char** argv) {
   args.parse(argc, argv, 2);
   if (args.help()) {
     fmt::print("usage: headgrad info [--check-blas N]\n\nPrints the BLAS build, its active kernel, threads, CPU "
-               "features, MPI support and ranks.\n\nflags:\n{}",
+               "features, the instruction set of headgrad's vector kernels, MPI support and ranks.\n\nflags:\n{}",
                args.usage());
     return 0;
   }
@@ -41,6 +42,14 @@ int info_command(int argc, char** argv) {
   fmt::print("CPU cores:       {}\n", b.cores);
   fmt::print("CPU model:       {}\n", runtime::cpu_model().empty() ? "(unknown)" : runtime::cpu_model());
   fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
+  std::string isas;
+  for (runtime::Isa isa : runtime::supported_isas()) isas += std::string(isas.empty() ? "" : ", ") + runtime::isa_name(isa);
+  const char* env_isa = std::getenv("HEADGRAD_ISA");
+  fmt::print("Vector kernels:  {} ({}; this CPU runs {})\n", runtime::isa_name(runtime::active_isa()),
+             env_isa && runtime::isa_notice().empty() ? fmt::format("HEADGRAD_ISA={}", env_isa)
+                                                      : "the widest this CPU runs; HEADGRAD_ISA chooses",
+             isas);
+  if (!runtime::isa_notice().empty()) fmt::print("{}\n", runtime::isa_notice());
   if (distributed::built_with_mpi())
     fmt::print("MPI:             {} (built with MPI support)\n", distributed::mpi_library_version());
   else

@@ -23,7 +23,7 @@ Tensor head(const Tensor& t, std::int64_t r) { return t.slice(0, r, r + 1).resha
 } // namespace
 
 double print_fused_backward(const Example& e, const Stages& s, TensorPrinter& p) {
-  p.heading("the fused kernel's backward, per head (kernels/attention_heads.cpp: head_backward)");
+  p.heading("the fused kernel's backward, per head (kernels/isa/attention_heads.cpp: head_backward)");
   p.line("O, P and Vh from the forward, dO from the backward above; the kernel never builds Qh, Kh, Vh or C:");
   p.line("it reads each head's d columns of Q, K, V in place. D = rowsum(dO * O) equals rowsum(dP * P),");
   p.line("because O = P Vh: rowsum(dO * O) = sum_j P_ij (dO Vh^T)_ij. The flash backward keeps O, not P.");

@@ -1,5 +1,5 @@
 // fused_view.hpp - `headgrad explain --fused`: the backward the fused attention kernel computes
-// (framework/kernels/attention_heads.cpp, head_backward and head_flash_backward), per head, from
+// (framework/kernels/isa/attention_heads.cpp, head_backward and head_flash_backward), per head, from
 // the composed stages' tensors: dP = dO Vhᵀ, D = rowsum(dO ⊙ O) beside rowsum(dP ⊙ P) (equal,
 // because O = P Vh: the identity FlashAttention-2's backward uses so that it needs O, not P),
 // and dS = P ⊙ (dP - D); then ops::attention itself, whose dQ, dK and dV equal the stages'.

@@ -1,11 +1,13 @@
 // attention_heads.cpp - see attention_heads.hpp. Read head_forward and head_backward first: one
 // (batch, head) pair on one screen, each backward line reversing the forward line with its number.
+// Built once per instruction set (framework/kernels/isa/, as the row kernels it calls); the ops
+// call the active copy through kernels/kernel_dispatch.cpp.
 #include "framework/kernels/attention_heads.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
-#include <vector>
 
 #include "framework/kernels/gemm_batched.hpp"
 #include "framework/kernels/row_softmax.hpp"
@@ -13,7 +15,32 @@
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
+HEADGRAD_ISA_BEGIN
 namespace {
+
+// A per-thread work buffer that grows (its contents are not kept when it does): what this file
+// needs of std::vector, without compiling std::vector's out-of-line code here, which the linker
+// would share with the rest of the program (isa_namespace.hpp).
+template <typename T> class Scratch {
+public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { delete[] data_; }
+  void resize(std::size_t n) {
+    if (n <= size_) return;
+    delete[] data_;
+    data_ = new T[n];
+    size_ = n;
+  }
+  T* data() { return data_; }
+  T* begin() { return data_; }
+  T& operator[](std::size_t i) { return data_[i]; }
+
+private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 // One gemm on the calling thread: the loop kernel for tiny matrices (attention at T = 16, dh = 16),
 // BLAS otherwise. (The callers already run one (batch, head) pair per thread.)
@@ -47,6 +74,21 @@ template <typename T> Head<T> head_at(const T* q, const T* k, const T* v, const 
 
 template <typename T> T beta_of(bool first_write) { return first_write ? T(0) : T(1); }
 
+// x = 0 where |x| is below the smallest normal number, for an m x n block with row stride ld.
+// Attention that has learnt to look at few keys has weights P near 0 for the rest, and products
+// with them (the gradients of those keys' values) end up subnormal; every gemm that then reads
+// them runs on the CPU's slow subnormal path (the next layer's input-gradient gemm ran 3x slower
+// on the default model). Such a value is below 1.2e-38 (float) and counts for nothing beside the
+// others of its row; PyTorch keeps it (and pays the same slowdown).
+template <typename T> void flush_subnormal(T* x, std::int64_t m, std::int64_t n, std::int64_t ld) {
+  constexpr T tiny = std::numeric_limits<T>::min();
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const T v = x[i * ld + j];
+      x[i * ld + j] = (v < tiny && v > -tiny) ? T(0) : v;
+    }
+}
+
 // ---- one head, keeping P ------------------------------------------------------------------------
 // forward, for one (batch, head) pair: O (Tq x dh) and P (Tq x Tk, contiguous)
 template <typename T> void head_forward(T* O, T* P, const Head<T>& h, T scale) {
@@ -72,6 +114,7 @@ void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first
                    const Head<T>& h, T scale) {
   const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
   if (dV) gemm1(true, false, Tk, dh, Tq, T(1), P, Tk, dO, h.ldo, beta_of<T>(v_first), dV, h.ldv); // (3) dV = P^T dO
+  if (dV) flush_subnormal(dV, Tk, dh, h.ldv);
   if (!dQ && !dK) return;
   gemm1(false, true, Tq, Tk, dh, T(1), dO, h.ldo, h.V, h.ldv, T(0), dP, Tk);      // (3) dP = dO V^T
   for (std::int64_t i = 0; i < Tq; ++i)                                          // (2) dS = P (dP - rowsum(dP P))
@@ -79,6 +122,8 @@ void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first
   const T* dS = dP;
   if (dQ) gemm1(false, false, Tq, dh, Tk, scale, dS, Tk, h.K, h.ldk, beta_of<T>(q_first), dQ, h.ldq); // (1) dQ = s dS K
   if (dK) gemm1(true, false, Tk, dh, Tq, scale, dS, Tk, h.Q, h.ldq, beta_of<T>(k_first), dK, h.ldk);  // (1) dK = s dS^T Q
+  if (dQ) flush_subnormal(dQ, Tq, dh, h.ldq);
+  if (dK) flush_subnormal(dK, Tk, dh, h.ldk);
 }
 
 // ---- one head, FlashAttention-2 tiling ----------------------------------------------------------
@@ -109,7 +154,7 @@ template <typename T> bool any_nan(const T* x, std::int64_t n) {
 }
 
 template <typename T> struct FlashScratch {
-  std::vector<T> S, dP, O, m, l, D;
+  Scratch<T> S, dP, O, m, l, D;
 };
 
 // forward, one pair: for each tile of query rows, stream over key tiles keeping the running max m,
@@ -199,6 +244,9 @@ void head_flash_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v
       if (dK) gemm1(true, false, bc, dh, br, scale, dP, bc, Qi, h.ldq, T(1), dK + j0 * h.ldk, h.ldk); // (1) dQ, dK
     }
   }
+  if (dQ) flush_subnormal(dQ, h.Tq, dh, h.ldq);
+  if (dK) flush_subnormal(dK, h.Tk, dh, h.ldk);
+  if (dV) flush_subnormal(dV, h.Tk, dh, h.ldv);
 }
 
 // ---- all pairs ------------------------------------------------------------------------------------
@@ -221,7 +269,7 @@ template <typename T>
 void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
                        T scale) {
   for_each_head(L, [&](std::int64_t b, std::int64_t h) {
-    thread_local std::vector<T> scratch;
+    thread_local Scratch<T> scratch;
     T* P = p;
     if (P) {
       P += (b * L.H + h) * L.Tq * L.Tk;
@@ -237,7 +285,7 @@ template <typename T>
 void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
                         const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept) {
   for_each_head(L, [&](std::int64_t b, std::int64_t h) {
-    thread_local std::vector<T> dP;
+    thread_local Scratch<T> dP;
     dP.resize(static_cast<std::size_t>(L.Tq * L.Tk));
     head_backward(at_or_null(dq, b * L.q_batch + h * L.dh), dq_first, at_or_null(dk, b * L.k_batch + h * L.dh),
                   dk_first, at_or_null(dv, b * L.v_batch + h * L.dh), dv_first, dP.data(),
@@ -287,4 +335,5 @@ void flash_attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv,
 HEADGRAD_ATTENTION_INSTANCES(float)
 HEADGRAD_ATTENTION_INSTANCES(double)
 
+HEADGRAD_ISA_END
 } // namespace headgrad::kernels
