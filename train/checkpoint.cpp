@@ -83,8 +83,9 @@ void save_checkpoint(const std::string& model_path, const models::TokenModel& mo
                      const RunConfig& cfg, std::int64_t step, const CheckpointExtras& extras) {
   auto meta = run_metadata(cfg, step);
   meta.insert(extras.metadata.begin(), extras.metadata.end());
+  const io::SaveOptions checked{.checksums = true}; // a flipped bit is refused when the run is loaded
   if (!optimizer) {
-    io::save_safetensors(model_path, model.named_parameters(), meta);
+    io::save_safetensors(model_path, model.named_parameters(), meta, checked);
     return;
   }
   // Kill points and what they leave (model M = the step on disk before this save, N = this one):
@@ -98,8 +99,8 @@ void save_checkpoint(const std::string& model_path, const models::TokenModel& mo
   if (std::filesystem::exists(cur, ec)) std::filesystem::rename(cur, prev);
   NamedTensors state = optimizer->state();
   state.insert(state.end(), extras.run_state.begin(), extras.run_state.end());
-  io::save_safetensors(cur, state, meta);
-  io::save_safetensors(model_path, model.named_parameters(), meta);
+  io::save_safetensors(cur, state, meta, checked);
+  io::save_safetensors(model_path, model.named_parameters(), meta, checked);
   std::filesystem::remove(prev, ec); // best effort: a leftover prev is never preferred over a match
 }
 
