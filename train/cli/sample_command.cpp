@@ -95,7 +95,8 @@ int sample_command(int argc, char** argv) {
   if (!args.text("prompt").empty()) print(args.text("prompt"));
   Generator gen(seed);
   const auto t0 = std::chrono::steady_clock::now();
-  models::generate(*gpt, prompt, o, gen, [&](std::int64_t token) { print(tokenizer.decode(token)); });
+  // streamed: nothing of the text is kept but the model's window (constant memory whatever --tokens)
+  models::generate_streaming(*gpt, prompt, o, gen, [&](std::int64_t token) { print(tokenizer.decode(token)); });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   print.finish();
   if (args.flag("timing"))
