@@ -104,10 +104,38 @@ void save_checkpoint(const std::string& model_path, const models::TokenModel& mo
   std::filesystem::remove(prev, ec); // best effort: a leftover prev is never preferred over a match
 }
 
+namespace {
+
+// The model the metadata describes must be the one the file holds, before it is built: a
+// tampered or damaged size (d_model 65536, layers 100000, vocab 1e11) would otherwise allocate
+// what it claims. Every parameter of that model must be in the file with its shape (the messages
+// are Module::load_parameters'), so the model is no larger than the file's tensors, which the
+// reader has bounded by the file's size; load_parameters then checks the rest (extra tensors,
+// dtypes) as it copies them.
+void check_model_fits_file(const RunConfig& cfg, const io::SafetensorsFile& f, const std::string& path) {
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : f.tensors) given[name] = &t;
+  visit_parameter_shapes(cfg, [&](const std::string& name, const Dims& shape) {
+    const auto it = given.find(name);
+    if (it == given.end())
+      throw std::invalid_argument(fmt::format("{}: missing parameter '{}' (expected shape {}; the model the metadata "
+                                              "describes is not built)",
+                                              path, name, shape));
+    if (!(it->second->shape() == shape))
+      throw std::invalid_argument(fmt::format("{}: parameter '{}' has shape {} but the model expects {} (the model the "
+                                              "metadata describes is not built)",
+                                              path, name, it->second->shape(), shape));
+    return true;
+  });
+}
+
+} // namespace
+
 LoadedRun load_model_checkpoint(const std::string& model_path) {
   io::SafetensorsFile f = io::load_safetensors(model_path);
   LoadedRun run;
   run.config = run_config_from_metadata(f.metadata, model_path, run.step);
+  check_model_fits_file(run.config, f, model_path);
   run.model = make_model(run.config, run.config.seed);
   run.model->load_parameters(f.tensors, model_path);
   run.metadata = f.metadata;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <stdexcept>
 
 namespace headgrad::train {
 namespace {
@@ -98,9 +99,10 @@ std::string range_bar_svg(int x, int y, int width, double max) {
 }
 
 // One map with its title, its cells (hover: the value), its labels and, when signed, its range;
-// (x, y) is its title's corner and title_h the height of its row's titles.
+// (x, y) is its title's corner and title_h the height of its row's titles. `blocks`: the map is
+// block averages of blocks this large (1 x 1: the values themselves).
 std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const Heatmap& map, int x, int y,
-                    int title_h) {
+                    int title_h, std::int64_t block_rows, std::int64_t block_cols) {
   const std::int64_t nq = map.values.shape()[0], nk = map.values.shape()[1];
   const int mx = x + kLabel, my = y + title_h + kLabel;
   const auto lines = title_lines(map.title);
@@ -115,16 +117,22 @@ std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const
   for (double a : v) scale = std::max(scale, std::abs(a));
   if (scale == 0) scale = 1;
   s += fmt::format("<g><title>{} {}</title>\n", xml_escape(row_title), xml_escape(flat));
+  const bool averaged = block_rows > 1 || block_cols > 1;
   for (std::int64_t i = 0; i < nq; ++i)
     for (std::int64_t j = 0; j < nk; ++j) {
       const double w = v[static_cast<std::size_t>(i * nk + j)];
-      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>[{}, {}] = {:.4f}</title></rect>\n",
-                       mx + j * kCell, my + i * kCell, kCell, kCell, own ? signed_color(w / scale) : weight_color(w), i,
-                       j, w);
+      const std::string where =
+          averaged ? fmt::format("mean of rows {}..{}, columns {}..{}", i * block_rows, (i + 1) * block_rows - 1,
+                                 j * block_cols, (j + 1) * block_cols - 1)
+                   : fmt::format("[{}, {}]", i, j);
+      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} = {:.4f}</title></rect>\n",
+                       mx + j * kCell, my + i * kCell, kCell, kCell, own ? signed_color(w / scale) : weight_color(w),
+                       where, w);
     }
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n</g>\n", mx, my,
                    nk * kCell, nq * kCell);
   if (own) s += range_bar_svg(mx, my + static_cast<int>(nq) * kCell + 6, static_cast<int>(nk) * kCell, scale);
+  if (averaged) return s; // a label would name one position of a block
   for (std::int64_t j = 0; j < nk && j < static_cast<std::int64_t>(grid.key_labels.size()); ++j)
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", mx + j * kCell + kCell / 2, my - 6,
                      xml_escape(grid.key_labels[static_cast<std::size_t>(j)]));
@@ -171,9 +179,64 @@ std::string legend_svg(const HeatmapGrid& grid, int width, int height) {
   return s;
 }
 
+// The grid with every map capped at kMaxHeatmapCells cells a side (block averages, said in the
+// map's title), and the block sizes of each map, row by row.
+struct Bounded {
+  HeatmapGrid grid;
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> blocks;
+};
+
+Bounded bounded(const HeatmapGrid& given) {
+  Bounded b;
+  b.grid.title = given.title;
+  b.grid.query_labels = given.query_labels;
+  b.grid.key_labels = given.key_labels;
+  b.grid.signed_values = given.signed_values;
+  for (const HeatmapRow& row : given.rows) {
+    HeatmapRow r{row.title, {}};
+    auto& blocks = b.blocks.emplace_back();
+    for (const Heatmap& map : row.maps) {
+      BlockAverages a = block_averages(map.values);
+      std::string title = map.title;
+      if (a.block_rows > 1 || a.block_cols > 1)
+        title += fmt::format("\n{} x {}, shown as means of {} x {} blocks", map.values.shape()[0],
+                             map.values.shape()[1], a.block_rows, a.block_cols);
+      r.maps.push_back({title, std::move(a.values), map.scale});
+      blocks.emplace_back(a.block_rows, a.block_cols);
+    }
+    b.grid.rows.push_back(std::move(r));
+  }
+  return b;
+}
+
 } // namespace
 
-std::string render_heatmaps_svg(const HeatmapGrid& grid) {
+BlockAverages block_averages(const Tensor& values, std::int64_t max_cells) {
+  if (values.dim() != 2)
+    throw std::invalid_argument(fmt::format("block_averages: expected a 2-D map, got shape {}", values.shape()));
+  if (max_cells < 1) throw std::invalid_argument(fmt::format("block_averages: max_cells must be >= 1, got {}", max_cells));
+  const std::int64_t rows = values.shape()[0], cols = values.shape()[1];
+  if (rows <= max_cells && cols <= max_cells) return {values, 1, 1};
+  const std::int64_t br = (rows + max_cells - 1) / max_cells, bc = (cols + max_cells - 1) / max_cells;
+  const std::int64_t out_rows = (rows + br - 1) / br, out_cols = (cols + bc - 1) / bc;
+  std::vector<double> sum(static_cast<std::size_t>(out_rows * out_cols), 0.0);
+  const Tensor c = values.contiguous();
+  dispatch_float(c.dtype(), "block_averages", [&]<typename T>() {
+    const T* p = c.data<T>();
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) sum[static_cast<std::size_t>(i / br * out_cols + j / bc)] += p[i * cols + j];
+  });
+  for (std::int64_t i = 0; i < out_rows; ++i)
+    for (std::int64_t j = 0; j < out_cols; ++j) {
+      const std::int64_t n = (std::min(rows, (i + 1) * br) - i * br) * (std::min(cols, (j + 1) * bc) - j * bc);
+      sum[static_cast<std::size_t>(i * out_cols + j)] /= static_cast<double>(n);
+    }
+  return {Tensor::from(sum, {out_rows, out_cols}, DType::f64), br, bc};
+}
+
+std::string render_heatmaps_svg(const HeatmapGrid& given) {
+  const Bounded b = bounded(given);
+  const HeatmapGrid& grid = b.grid;
   const Layout l = layout_of(grid);
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
@@ -185,7 +248,8 @@ std::string render_heatmaps_svg(const HeatmapGrid& grid) {
     s += fmt::format("<text x=\"8\" y=\"{}\" font-weight=\"bold\">{}</text>\n",
                      l.row_y[r] + l.title_h[r] + kLabel + l.row_h[r] / 2, xml_escape(row.title));
     for (std::size_t c = 0; c < row.maps.size(); ++c)
-      s += map_svg(grid, row.title, row.maps[c], l.col_x[c], l.row_y[r], l.title_h[r]);
+      s += map_svg(grid, row.title, row.maps[c], l.col_x[c], l.row_y[r], l.title_h[r], b.blocks[r][c].first,
+                   b.blocks[r][c].second);
   }
   s += legend_svg(grid, l.width, l.height);
   s += "</svg>\n";
