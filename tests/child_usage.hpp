@@ -6,12 +6,21 @@
 // Every child runs under an address-space limit (RLIMIT_AS, 8 GiB by default), so that a bound
 // that fails - a regression, or the code from before a fix - ends the child with bad_alloc
 // instead of taking the machine's memory.
+//
+// On Linux a child's ru_maxrss is at least the resident size of the process it was forked from:
+// exec records the peak of the address space it replaces, the parent's copy (fs/exec.c,
+// exec_mmap: setmax_mm_hiwater_rss). So the parent must be small when it forks, or a child's peak
+// would read as the parent's size: run() returns freed heap memory first (malloc_trim) and
+// refuses to measure from a parent of more than kMaxParentKiB resident (free big buffers, such as
+// a corpus written for the child, before running it).
 #pragma once
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
+#include <fstream>
+#include <malloc.h>
 #include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -30,6 +39,16 @@ struct Usage {
   std::vector<std::string> err_lines() const { return test_support::CliRun{rc, out, err}.err_lines(); }
 };
 
+inline constexpr long kMaxParentKiB = 64 * 1024;
+
+// This process's resident size now (/proc/self/statm), in KiB.
+inline long resident_kib() {
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 #ifdef HEADGRAD_CLI
 // Runs `headgrad args...` in `cwd` and waits for it (killed, and the check failed, after
 // timeout_s).
@@ -41,6 +60,10 @@ inline Usage run(const std::vector<std::string>& args, const std::string& cwd, d
   ++n;
   std::vector<std::string> all = {HEADGRAD_CLI};
   all.insert(all.end(), args.begin(), args.end());
+  malloc_trim(0);
+  const long parent = resident_kib();
+  REQUIRE_MESSAGE(parent < kMaxParentKiB, "the test process holds ", parent,
+                  " KiB: a child's peak memory would read as at least that much");
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
