@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <pty.h>
 #include <string>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -501,4 +502,43 @@ TEST_CASE("a bit flipped in a checkpoint's tensor data is refused by the tensor'
   const std::string line = refusal(cli({"eval", "--checkpoint", model}, dir));
   CHECK(contains(line, "tensor \"dense.bias\" fails its checksum"));
   CHECK(contains(line, "the file is corrupt"));
+}
+
+TEST_CASE("SIGHUP after the terminal went away: the run still saves and exits 129") {
+  // the run's stdout is a terminal (a pseudo-terminal made here) whose other end is then closed,
+  // as when a terminal window is closed: every later write fails with EIO
+  TempDir dir;
+  int master = -1, slave = -1;
+  REQUIRE(openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  const std::string out = dir / "run";
+  std::vector<std::string> args = {HEADGRAD_CLI};
+  for (const auto& a : tiny_run(out, 1000000)) args.push_back(a);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(slave, 1);
+    dup2(slave, 2);
+    close(master);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    execv(cargs[0], cargs.data());
+    _exit(127);
+  }
+  close(slave);
+  // drain what it prints until it has trained a while, then hang up
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  char buf[4096];
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  while (lines_of(read_file(out + "/metrics.csv")).size() < 3 && Clock::now() < until) {
+    while (read(master, buf, sizeof buf) > 0) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  close(master);
+  REQUIRE(kill(pid, SIGHUP) == 0);
+  CHECK(test_support::wait_for(pid, 60) == 129);
+  const train::LoadedRun run = train::load_model_checkpoint(out + "/model.safetensors");
+  CHECK(run.step >= 50);
+  CHECK(step_rows(read_file(out + "/metrics.csv")).size() == static_cast<std::size_t>(run.step));
 }
