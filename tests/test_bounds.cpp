@@ -198,7 +198,7 @@ TEST_CASE("a checkpoint whose metadata claims a huge model is refused before the
     REQUIRE(lines.size() == 1);
     CHECK(contains(lines[0], part));
     MESSAGE(key, " ", value, ": peak ", u.max_rss_kib, " KiB (the checkpoint itself: ", base.max_rss_kib, " KiB)");
-    CHECK(u.max_rss_kib < base.max_rss_kib + 40 * kMiB); // built, 20000 layers or d 4096 take > 200 MiB
+    if (child_usage::kMeasuresMemory) CHECK(u.max_rss_kib < base.max_rss_kib + 40 * kMiB); // built: > 200 MiB
   }
 }
 
@@ -219,7 +219,7 @@ TEST_CASE("a text corpus costs at most twice its size: narrow tokens, the file r
     REQUIRE_MESSAGE(big.rc == 0, big.err);
     const double grew = static_cast<double>(big.max_rss_kib - small.max_rss_kib);
     MESSAGE(tokenizer, ": 39 MiB more text took ", grew / 1024, " MiB more memory");
-    CHECK(grew <= 2 * added_kib);
+    if (child_usage::kMeasuresMemory) CHECK(grew <= 2 * added_kib);
   }
   // more than 256 distinct characters: two bytes a token, still within twice the text
   std::string wide = ascii_text(20 << 20);
@@ -231,7 +231,7 @@ TEST_CASE("a text corpus costs at most twice its size: narrow tokens, the file r
   const auto small = run(with(kTinyText, {"--text", dir / "small.txt", "--out", dir / "s_wide"}), dir);
   const auto w = run(with(kTinyText, {"--text", dir / "wide.txt", "--out", dir / "b_wide"}), dir);
   REQUIRE_MESSAGE(w.rc == 0, w.err);
-  CHECK(static_cast<double>(w.max_rss_kib - small.max_rss_kib) <= 2 * wide_kib);
+  if (child_usage::kMeasuresMemory) CHECK(static_cast<double>(w.max_rss_kib - small.max_rss_kib) <= 2 * wide_kib);
 }
 
 TEST_CASE("a run that cannot fit in memory is refused at start-up with both numbers") {
@@ -245,7 +245,7 @@ TEST_CASE("a run that cannot fit in memory is refused at start-up with both numb
   CHECK(contains(lines[0], "headgrad train: this run needs at least "));
   CHECK(contains(lines[0], "of physical memory; use a smaller --batch"));
   CHECK(contains(lines[0], train::byte_size(train::physical_memory_bytes())));
-  CHECK(u.max_rss_kib < 100 * kMiB);
+  if (child_usage::kMeasuresMemory) CHECK(u.max_rss_kib < 100 * kMiB);
   CHECK_FALSE(test_support::fs::exists(dir / "r/model.safetensors"));
   // so does --graph, which runs a step of the whole batch first
   const auto g = run({"train", "--batch", "100000000", "--steps", "1", "--threads", "1", "--graph", dir / "g.dot",
@@ -256,6 +256,7 @@ TEST_CASE("a run that cannot fit in memory is refused at start-up with both numb
 }
 
 TEST_CASE("the memory estimate is a lower bound: real runs use more") {
+  if (!child_usage::kMeasuresMemory) return; // a sanitizer's memory is not the run's
   TempDir dir;
   struct Case {
     std::vector<std::string> flags;
@@ -294,7 +295,8 @@ TEST_CASE("headgrad eval: memory does not grow with --eval-count (the held-out s
   REQUIRE_MESSAGE(few.rc == 0, few.err);
   REQUIRE_MESSAGE(many.rc == 0, many.err);
   MESSAGE("--eval-count 5000: ", few.max_rss_kib, " KiB; 200000: ", many.max_rss_kib, " KiB");
-  CHECK(many.max_rss_kib < few.max_rss_kib + 8 * kMiB); // the whole set: 200000 x 8 x 16 bytes = 24 MiB
+  if (child_usage::kMeasuresMemory) // the whole set: 200000 x 8 x 16 bytes = 24 MiB
+    CHECK(many.max_rss_kib < few.max_rss_kib + 8 * kMiB);
   CHECK(contains(many.out, "held-out 200000 sequences"));
 }
 
@@ -308,5 +310,5 @@ TEST_CASE("headgrad sample: memory does not grow with --tokens") {
   REQUIRE_MESSAGE(few.rc == 0, few.err);
   REQUIRE_MESSAGE(many.rc == 0, many.err);
   MESSAGE("--tokens 2000: ", few.max_rss_kib, " KiB; 200000: ", many.max_rss_kib, " KiB");
-  CHECK(many.max_rss_kib < few.max_rss_kib + kMiB / 2); // keeping every token: > 1.5 MiB
+  if (child_usage::kMeasuresMemory) CHECK(many.max_rss_kib < few.max_rss_kib + kMiB / 2); // every token kept: > 1.5 MiB
 }
