@@ -8,13 +8,17 @@
 #   ./dev.sh train [ARGS]    deps + build + the default training run (extra ARGS go to headgrad train)
 #   ./dev.sh bench [ARGS]    deps + build + the benchmark
 #   ./dev.sh bench text [ARGS]  the causal language model against PyTorch (bench/text_lm.py)
+#   ./dev.sh exercise NAME [--solution]  build one backprop exercise alone (attention-backward,
+#                            layernorm-cross-entropy: docs/exercises/) and run it
 #   ./dev.sh fuzz [SECONDS]  clang + libFuzzer: fuzz the safetensors and checkpoint metadata readers for SECONDS (default 60)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 # pkgconf: the install test builds a consumer through headgrad.pc too
 # fortunes: the default corpus of `headgrad train --task text` (/usr/share/games/fortunes)
-PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf fortunes)
+# patch: the test suite builds exercises 8 and 9 with their solutions applied (docs/exercises/)
+PACKAGES=(libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++ pkgconf fortunes
+  patch)
 JOBS=${JOBS:-2}
 
 log() { printf 'dev.sh: %s\n' "$*" >&2; }
@@ -88,6 +92,34 @@ case "$cmd" in
     build_target headgrad_bench # only the benchmark and what it needs
     exec ./build/headgrad_bench "$@"
     ;;
+  exercise)
+    # docs/exercises/NAME.cpp (or, with --solution, docs/exercises/solutions/NAME.cpp) is its own
+    # program on the built libraries: after the first build this compiles one file and links.
+    # The run prints one line per tensor (PASS/FAIL) and exits 0 only when every tensor passes.
+    name=${1:-}
+    shift || true
+    case "$name" in
+      attention-backward | layernorm-cross-entropy) ;;
+      *) log "exercise: NAME is attention-backward or layernorm-cross-entropy, got '$name'"; exit 2 ;;
+    esac
+    target=exercise_${name//-/_}
+    if [ "${1:-}" = "--solution" ]; then
+      target=${target}_solution
+      shift
+    fi
+    if [ $# -gt 0 ]; then log "exercise: unexpected argument '$1' (only --solution)"; exit 2; fi
+    deps
+    if [ ! -f build/CMakeCache.txt ]; then cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null; fi
+    # the build's own lines only when it fails (the compiler's messages then name your line)
+    build_log=$(mktemp)
+    if ! cmake --build build -j"$JOBS" --target "$target" >"$build_log" 2>&1; then
+      cat "$build_log" >&2
+      rm -f "$build_log"
+      exit 1
+    fi
+    rm -f "$build_log"
+    exec "./build/docs/exercises/$target"
+    ;;
   fuzz)
     # The safetensors reader and the checkpoint metadata reader under libFuzzer + ASan + UBSan (tests/fuzz/). clang is installed here
     # only, not for test/train. Exit 0: no finding; 75: the fuzzing toolchain cannot be installed
@@ -124,7 +156,7 @@ case "$cmd" in
       -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 build-fuzz/corpus_metadata
     ;;
   help|-h|--help)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     ;;
   *)
     log "unknown command '$cmd' (try ./dev.sh help)"

@@ -27,6 +27,7 @@
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
 #include "framework/io/crc32c.hpp"         // CRC-32C, the checksum of each tensor in headgrad's files
 #include "framework/io/regular_file.hpp"   // opening a named file for reading only if it is a regular one
+#include "framework/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
 #include "framework/runtime/threads.hpp"   // set_threads, BLAS info
 
 // ---- tools -----------------------------------------------------------------------------------
@@ -36,6 +37,9 @@
 // ---- data parallelism (MPI when headgrad was built with it) -----------------------------------
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
+#include "framework/distributed/shard_tree.hpp"       // the one order shards' sums are added in
+#include "framework/distributed/tree_allreduce.hpp"   // the all-reduce that keeps it across ranks
+#include "framework/distributed/shard_gradients.hpp"  // a rank's shards summed in it
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/data_parallel.hpp"
 

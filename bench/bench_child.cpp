@@ -46,7 +46,7 @@ public:
     const double t0 = ph ? now_seconds() : 0;
     const data::Batch batch = data::make_batch(task_, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
     if (ph) ph->batch += now_seconds() - t0;
-    return train::train_step(model_, *optimizer_, batch, {step, schedule_.at(step), cfg_.clip}, ph ? &ph->step : nullptr,
+    return train::train_step(model_, *optimizer_, batch, {step, schedule_.at(step), cfg_.clip, cfg_.shards}, ph ? &ph->step : nullptr,
                              workers_.get())
         .loss;
   }

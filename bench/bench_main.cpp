@@ -32,8 +32,8 @@
 #include "bench/result_json.hpp"
 #include "bench/run_config_json.hpp"
 #include "bench/timing.hpp"
+#include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
-#include "train/cli/blas_core.hpp"
 
 namespace headgrad::bench {
 namespace {
@@ -63,6 +63,7 @@ json describe_run(const BenchOptions& o, const Runner& runner) {
   json result;
   result["threads"] = o.threads;
   result["cores"] = runtime::available_cores();
+  result["cpu"] = {{"model", runtime::cpu_model()}, {"features", runtime::cpu_features().str()}};
   result["quick"] = o.quick;
   result["headgrad"] = {{"openblas_core", blas.core},
                         {"openblas_config", blas.config},
@@ -201,7 +202,7 @@ int main(int argc, char** argv) {
     const char* user = std::getenv("OMP_WAIT_POLICY");
     setenv(headgrad::bench::kUserOmpPolicyVar, user ? user : "", 1);
   }
-  headgrad::cli::maybe_reexec_with_better_blas_core(argc, argv);
+  headgrad::runtime::configure(argc, argv);
   try {
     if (argc == 3 && std::string(argv[1]) == "--child") return headgrad::bench::run_child(argv[2]);
     return headgrad::bench::run(argc, argv);

@@ -106,9 +106,20 @@ std::string torch_description(const json& torch) {
 
 // What ran where, with which settings, how busy the machine was, and the column titles.
 void header(Table& t, const BenchOptions& o, const json& result) {
+  t.section(fmt::format("CPU: {} ({} cores; {})", result["cpu"]["model"].get<std::string>(), result["cores"].get<int>(),
+                        result["cpu"]["features"].get<std::string>()));
   t.section(fmt::format("headgrad vs PyTorch: {} threads; headgrad: OpenBLAS core {}, OMP_WAIT_POLICY {}; PyTorch: {}",
                         o.threads, result["headgrad"]["openblas_core"].get<std::string>(),
                         result["headgrad"]["omp_wait_policy"].get<std::string>(), torch_description(result["torch"])));
+  // like with like: PyTorch's OpenBLAS inherits the OPENBLAS_CORETYPE headgrad's start-up path
+  // chose; say so if it ran another kernel all the same
+  const json& torch = result["torch"];
+  if (torch.value("available", false) && torch.contains("blas") && torch["blas"].contains("openblas_core") &&
+      !torch["blas"]["openblas_core"].is_null() &&
+      torch["blas"]["openblas_core"].get<std::string>() != result["headgrad"]["openblas_core"].get<std::string>())
+    t.notes.push_back(fmt::format("PyTorch ran OpenBLAS core {}, headgrad {}: the gemms are not like with like",
+                                  torch["blas"]["openblas_core"].get<std::string>(),
+                                  result["headgrad"]["openblas_core"].get<std::string>()));
   std::string overridden;
   for (const auto& [flag, src] : o.settings_source.items())
     if (src == "flag") overridden += (overridden.empty() ? " (flags: --" : ", --") + flag;

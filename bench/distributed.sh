@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# bench/distributed.sh - data parallelism on this machine: `headgrad train` as 2 MPI ranks x 1
-# thread against 1 process x 2 threads, on the benchmark's small and large configurations.
-# Prints tokens/s (training steps only) and, for the 2-rank runs, the gradient all-reduce per step:
-# bytes, time communicating, the part overlapped with backward, and the time rank 0 waited for it
-# as a share of the step (what communication cost the step).
+# bench/distributed.sh - data parallelism on this machine, in three parts:
+#  1. `headgrad train` as 2 MPI ranks x 1 thread against 1 process x 2 threads, on the benchmark's
+#     small and large configurations: tokens/s (training steps only) and, for the 2-rank runs, the
+#     gradient all-reduce per step: bytes, time communicating, the part overlapped with backward,
+#     and the time rank 0 waited for it as a share of the step (what communication cost the step).
+#  2. The all-reduce alone at 2 ranks on the large config's buckets: the shard tree's all-reduce
+#     against MPI_Iallreduce (build/headgrad_allreduce_bench, bench/mpi/allreduce_bench.cpp).
+#  3. What accumulating shards costs: one process, one thread, --shards 1, 2, 4 and 8 (each shard
+#     a forward and backward of its own rows, the gradients added in the shard tree).
 #
 #   bench/distributed.sh [REPEATS]     (default 3; runs alternate so that load changes hit both)
 # Needs a build with MPI (./dev.sh build) and mpirun (openmpi-bin).
@@ -48,4 +52,22 @@ for ((i = 0; i < repeats; ++i)); do
   run small 2x1 "${small[@]}"
   run large 1x2 "${large[@]}"
   run large 2x1 "${large[@]}"
+done
+
+echo
+echo "the all-reduce alone, 2 ranks, the large config's buckets:"
+mpirun --oversubscribe --bind-to none -np 2 ./build/headgrad_allreduce_bench $((10 * repeats))
+
+echo
+printf '%-6s %-8s %10s %9s\n' config shards tokens/s ms/step
+for ((i = 0; i < repeats; ++i)); do
+  for name in small large; do
+    for s in 1 2 4 8; do
+      if [ "$name" = small ]; then args=("${small[@]}"); else args=("${large[@]}"); fi
+      json=$("$bin" train "${args[@]}" --threads 1 --shards "$s" --eval-every 0 --quiet --json --overwrite \
+        --out "$out/shards-$name-$s" | tail -1)
+      awk -v n="$name" -v s="$s" -v tps="$(field tokens_per_s "$json")" -v t="$(field train_seconds "$json")" \
+        -v st="$(field steps "$json")" 'BEGIN { printf "%-6s %-8s %10.0f %9.2f\n", n, s, tps, 1e3 * t / st }'
+    done
+  done
 done

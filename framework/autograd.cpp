@@ -1,9 +1,11 @@
 // autograd.cpp - recording ops on the tape, and the backward walk.
 //
 // Read run_backward first: a topological order from the root, then every node's backward in
-// reverse, each adding its inputs' gradients (and, through ReadyHooks, telling a hooked leaf when
-// its last writer has run). The second half of the file (marked) is the memory
-// and first-write machinery behind Node::add_to_grad and Node::grad_buffer.
+// reverse, each adding its inputs' gradients. Skip on first reading: ReadyHooks and the hooks'
+// and observer's lines in run_backward (marked), which tell a hooked leaf when its last writer has
+// run (data-parallel training) and show each gradient to a tool that draws the graph; and the
+// second half of the file (marked), the memory and first-write machinery behind
+// Node::add_to_grad and Node::grad_buffer.
 #include "framework/autograd.hpp"
 
 #include <fmt/format.h>
@@ -97,6 +99,7 @@ std::vector<std::shared_ptr<TensorImpl>> topological_order(const Tensor& root) {
 
 namespace {
 
+// Skip on first reading (data-parallel training's gradient-ready hooks).
 // The hooked leaves of one backward (set_grad_ready_hook) and, for each, how many nodes of the
 // walk still write into it: when the count reaches zero the gradient is final and the hook runs.
 class ReadyHooks {
@@ -149,7 +152,7 @@ void set_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   check_backward_call(root, grad_output);
   const std::vector<std::shared_ptr<TensorImpl>> order = topological_order(root);
-  ReadyHooks hooks(order);
+  ReadyHooks hooks(order); // skip on first reading: the hooks and each hooks.* call below
 
   // Seed: the root's gradient receives grad_output (added, as a leaf's would be).
   {
@@ -167,7 +170,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* impl = it->get();
     const Tensor dy(impl->grad); // complete: every consumer has run
-    if (g_observer) (*g_observer)(*impl, dy);
+    if (g_observer) (*g_observer)(*impl, dy); // skip on first reading: a graph-drawing tool's look
     Node* node = impl->grad_fn.get();
     if (!node) continue; // a leaf: its gradient stays
     // A node none of whose inputs needs grad any more (a leaf had set_requires_grad(false) after

@@ -20,10 +20,11 @@ struct Traced {
 
 // The names of the leaves by tensor: one lookup per node, whatever the number of parameters.
 struct NameIndex {
-  std::unordered_map<const TensorImpl*, const std::string*> parameters, inputs;
+  std::unordered_map<const TensorImpl*, const std::string*> parameters, inputs, results;
   explicit NameIndex(const LeafNames& names) {
     for (const auto& [name, tensor] : names.parameters) parameters.emplace(tensor.impl(), &name);
     for (const auto& [name, tensor] : names.inputs) inputs.emplace(tensor.impl(), &name);
+    for (const auto& [name, tensor] : names.results) results.emplace(tensor.impl(), &name);
   }
 };
 
@@ -33,11 +34,19 @@ const std::string* name_in(const std::unordered_map<const TensorImpl*, const std
   return it == names.end() ? nullptr : it->second;
 }
 
-GraphNode node_of(const TensorImpl& t, const NameIndex& names, const Traced& traced) {
+// The values of a tensor small enough to show them, else none.
+std::vector<double> small_values(const Tensor& t) {
+  return t.defined() && t.numel() <= kGraphValuesMax ? t.to_vector() : std::vector<double>{};
+}
+
+GraphNode node_of(const std::shared_ptr<TensorImpl>& impl, const NameIndex& names, const Traced& traced) {
+  const TensorImpl& t = *impl;
   GraphNode n;
   n.shape = t.shape;
+  n.data = small_values(Tensor(impl));
   if (t.grad_fn) {
     n.op = t.grad_fn->name;
+    if (const std::string* r = name_in(names.results, &t)) n.name = *r;
     for (const auto& in : t.grad_fn->inputs) {
       auto it = in ? traced.index.find(in.get()) : traced.index.end();
       if (it != traced.index.end()) n.inputs.push_back(it->second); // an input the tape follows
@@ -61,7 +70,7 @@ Traced trace(const Tensor& root, const LeafNames& names) {
   const NameIndex index(names);
   t.tensors = topological_order(root); // inputs before the nodes that read them
   for (std::size_t i = 0; i < t.tensors.size(); ++i) {
-    t.graph.nodes.push_back(node_of(*t.tensors[i], index, t));
+    t.graph.nodes.push_back(node_of(t.tensors[i], index, t));
     t.index.emplace(t.tensors[i].get(), i);
   }
   return t;
@@ -82,11 +91,28 @@ std::string dot_escape(const std::string& s) {
   return o;
 }
 
-// Lines joined by DOT's "\n"; the text itself is escaped.
+// "[0.1234, -0.5]": a small tensor's values, 4 significant digits, a rounded zero unsigned.
+std::string values_text(const std::vector<double>& v) {
+  std::vector<std::string> parts;
+  for (double x : v) {
+    std::string s = fmt::format("{:.4g}", x);
+    if (s == "-0") s = "0";
+    parts.push_back(s);
+  }
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+// Lines joined by DOT's "\n"; the text itself is escaped. An op output with a name shows the
+// name first and the op under it ("scores S", "matmul [2, 3, 4]").
 std::string node_label(const GraphNode& n) {
-  std::string label = dot_escape(n.kind == GraphNodeKind::op ? n.op : n.name.empty() ? "input" : n.name);
-  label += "\\n" + n.shape.str();
+  std::string label;
+  if (n.kind != GraphNodeKind::op) label = dot_escape(n.name.empty() ? "input" : n.name) + "\\n";
+  else if (n.name.empty()) label = dot_escape(n.op) + "\\n";
+  else label = dot_escape(n.name) + "\\n" + dot_escape(n.op) + " "; // "scores S ...", "matmul [2, 3, 4]"
+  label += n.shape.str();
   if (n.grad_norm) label += fmt::format("\\ngrad norm {:.3g}", *n.grad_norm);
+  if (!n.data.empty()) label += "\\ndata " + values_text(n.data);
+  if (!n.grad.empty()) label += "\\ngrad " + values_text(n.grad);
   return label;
 }
 
@@ -116,7 +142,9 @@ Graph backward_with_graph(const Tensor& root, const Tensor& grad_output, const L
   {
     ObserveGradients watch([&t](const TensorImpl& tensor, const Tensor& grad) {
       auto it = t.index.find(&tensor);
-      if (it != t.index.end() && grad.defined()) t.graph.nodes[it->second].grad_norm = frobenius_norm(grad);
+      if (it == t.index.end() || !grad.defined()) return;
+      t.graph.nodes[it->second].grad_norm = frobenius_norm(grad);
+      t.graph.nodes[it->second].grad = small_values(grad);
     });
     root.backward(grad_output);
   }
@@ -153,8 +181,8 @@ std::string graph_dot(const Graph& graph, const std::string& title, std::size_t 
   std::string s = "digraph autograd {\n";
   s += fmt::format("  graph [fontname=\"sans-serif\", labelloc=t, label=\"{}\\nellipses: op outputs; blue boxes: "
                    "parameters; green boxes: inputs; double border: the root. Arrows run as the forward did; "
-                   "backward walks them in reverse.{}\"];\n",
-                   dot_escape(title), cut_note);
+                   "backward walks them in reverse. A tensor of at most {} elements shows its data and grad.{}\"];\n",
+                   dot_escape(title), kGraphValuesMax, cut_note);
   s += "  node [fontname=\"sans-serif\", fontsize=10];\n";
   if (shown < n)
     s += fmt::format("  cut [label=\"{} more nodes\\n(not drawn)\", shape=box, style=\"filled,dashed\", "

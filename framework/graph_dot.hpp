@@ -1,10 +1,13 @@
 // graph_dot.hpp - the autograd graph behind a tensor, as data and as Graphviz DOT text, the way
 // micrograd's draw_dot shows it (https://github.com/karpathy/micrograd, trace_graph.ipynb): one
-// node per op output with the op's name and the output's shape, one per leaf (parameters by
-// name, inputs), an edge from every tensor an op read to the op's output, and, once backward
-// has run, the norm of each node's gradient.
+// node per op output with the op's name and the output's shape (and, when the caller names it,
+// what it holds: "scores S"), one per leaf (parameters by name, inputs), an edge from every
+// tensor an op read to the op's output, and, once backward has run, the norm of each node's
+// gradient. A tensor of at most kGraphValuesMax elements shows its values and its gradient too,
+// as micrograd's nodes show data and grad.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,19 +18,26 @@ namespace headgrad {
 
 enum class GraphNodeKind { op, parameter, input };
 
+// Tensors of at most this many elements carry their values (and gradients) in the graph.
+constexpr std::int64_t kGraphValuesMax = 8;
+
 struct GraphNode {
   GraphNodeKind kind = GraphNodeKind::op;
   std::string op;                  // the op that made the tensor ("linear"); empty for a leaf
-  std::string name;                // a leaf's name ("W_q.weight", "queries"); empty if not given
+  std::string name;                // a leaf's name ("W_q.weight", "queries"), or what an op's
+                                   // output holds ("scores S"); empty if not given
   Dims shape;
   std::vector<std::size_t> inputs; // the nodes the op read: one per input slot that needs grad
   std::optional<double> grad_norm; // ||dL/d tensor|| (Frobenius) as backward completed it
+  std::vector<double> data, grad;  // values and gradient, for at most kGraphValuesMax elements
 };
 
-// The names given to leaves: parameters (a module's named_parameters()) and inputs.
+// The names given to tensors: leaves (parameters, e.g. a module's named_parameters(), and inputs)
+// and, optionally, op outputs by what they hold.
 struct LeafNames {
   NamedTensors parameters;
   NamedTensors inputs;
+  NamedTensors results = {};
 };
 
 struct Graph {
@@ -54,8 +64,9 @@ Graph backward_with_graph(const Tensor& root, const LeafNames& names); // seed 1
 inline constexpr std::size_t kMaxDrawnNodes = 400;
 
 // Graphviz DOT: ops as ellipses, parameters and inputs as filled boxes, the root with a double
-// border; edges point the way the forward ran (backward walks them the other way). At most
-// max_nodes nodes of the graph are drawn (above).
+// border; edges point the way the forward ran (backward walks them the other way). A label is
+// the name (if any), the op and shape, the gradient norm, then data and grad for small tensors.
+// At most max_nodes nodes of the graph are drawn (above).
 std::string graph_dot(const Graph& graph, const std::string& title, std::size_t max_nodes = kMaxDrawnNodes);
 
 } // namespace headgrad

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "train/checkpoint.hpp"
+#include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
-#include "train/cli/blas_core.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 
@@ -101,10 +101,11 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
       {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"attention", "fused"},
       {"beta2", "0.999"},       {"min-lr", "0"},         {"decay", "all"},        {"text", "*"},
-      {"tokenizer", "chars"},   {"context", "64"},       {"tie-weights", "on"},
+      {"tokenizer", "chars"},   {"context", "64"},       {"tie-weights", "on"},   {"shards", "0"},
       {"threads", cores},       {"eval-every", "*"},     {"eval-count", "1000"},  {"save-every", "0"},
       {"out", ""},              {"resume", ""},          {"graph", ""},           {"overwrite", ""},
-      {"json", ""},             {"profile", ""},         {"quiet", ""}};
+      {"reshard", ""},          {"rank-timeout", "300"}, {"json", ""},            {"profile", ""},
+      {"quiet", ""}};
   const auto lines = lines_of(r.out);
   std::size_t flag_lines = 0;
   for (const auto& l : lines)
@@ -219,7 +220,7 @@ TEST_CASE("errors of the other commands: one line, exit code 2") {
 
 TEST_CASE("headgrad info prints the BLAS core and threads") {
   TempDir dir;
-  const Result r = run({"info"}, dir);
+  const Result r = run({"info"}, dir, {{"OMP_WAIT_POLICY", ""}}); // as started by a user who set no wait policy
   CHECK(r.rc == 0);
   std::map<std::string, std::string> fields;
   for (const auto& l : lines_of(r.out)) {
@@ -234,8 +235,9 @@ TEST_CASE("headgrad info prints the BLAS core and threads") {
   CHECK(std::atoi(fields["BLAS threads"].c_str()) >= 1);
   CHECK(std::atoi(fields["OpenMP threads"].c_str()) >= 1);
   CHECK(fields["CPU cores"] == std::to_string(runtime::available_cores()));
-  // unless the environment sets it, the runtime's re-exec chose the wait policy
-  if (!std::getenv("OMP_WAIT_POLICY")) CHECK(fields["OpenMP waiting"] == "PASSIVE");
+  // the user set none, so the start-up path chose it
+  CHECK(fields["OpenMP waiting"] == "PASSIVE");
+  CHECK(fields["CPU model"] == (runtime::cpu_model().empty() ? "(unknown)" : runtime::cpu_model()));
 }
 
 TEST_CASE("train --attention composed and fused: the same run up to rounding") {
@@ -353,7 +355,10 @@ TEST_CASE("eval --svg draws the attention weights of any held-out example") {
   const std::int64_t len = set.valid_lens.to_int_vector()[7];
   const std::string svg = read_file(dir / "ex7.svg");
   CHECK(svg_check::well_formed(svg) == "");
-  CHECK(contains(svg, "step 5, held-out example 7: " + data::format_sequence(set.tokens, 7, len) + " -&gt; "));
+  // the title says which tokens are the input, the target and the prediction
+  CHECK(contains(svg, "step 5, held-out example 7: input " + data::format_sequence(set.tokens, 7, len) +
+                          " (rows: queries, columns: keys), target " + data::format_sequence(set.targets, 7, len) +
+                          ", prediction "));
   // one map per layer and head (1 layer, 2 heads), each len x len
   CHECK(test_support::count_of(svg, "<g><title>layer 0 head ") == 2);
   CHECK(test_support::count_of(svg, "</title></rect>") == static_cast<std::size_t>(2 * len * len));
@@ -433,20 +438,20 @@ TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {
   CHECK(contains(none.out, "0 cases, 0 passed, 0 failed"));
 }
 
-// ---- the BLAS kernel the program chooses at start-up (train/cli/blas_core.hpp) ----------------
+// ---- the BLAS kernel every program chooses at start-up (framework/runtime/startup.hpp) --------
 
 TEST_CASE("preferred_core: a fallback core is replaced by the CPU's best kernel, nothing else is") {
-  cli::CpuFeatures avx2{true, true, true, true, false, false, false, false};
-  cli::CpuFeatures avx512{true, true, true, true, true, true, true, true};
-  cli::CpuFeatures sse3{true, false, false, false, false, false, false, false};
-  CHECK(cli::preferred_core("Prescott", avx512) == "SkylakeX");
-  CHECK(cli::preferred_core("Prescott", avx2) == "Haswell");
-  CHECK(cli::preferred_core("Nehalem", avx2) == "Haswell");
-  CHECK(cli::preferred_core("Sandybridge", avx2) == "Haswell");
-  CHECK(cli::preferred_core("Prescott", sse3) == ""); // nothing better to choose
+  runtime::CpuFeatures avx2{true, true, true, true, false, false, false, false};
+  runtime::CpuFeatures avx512{true, true, true, true, true, true, true, true};
+  runtime::CpuFeatures sse3{true, false, false, false, false, false, false, false};
+  CHECK(runtime::preferred_core("Prescott", avx512) == "SkylakeX");
+  CHECK(runtime::preferred_core("Prescott", avx2) == "Haswell");
+  CHECK(runtime::preferred_core("Nehalem", avx2) == "Haswell");
+  CHECK(runtime::preferred_core("Sandybridge", avx2) == "Haswell");
+  CHECK(runtime::preferred_core("Prescott", sse3) == ""); // nothing better to choose
   for (const char* good : {"Haswell", "Zen", "SkylakeX", "Cooperlake"}) {
     CAPTURE(good);
-    CHECK(cli::preferred_core(good, avx512) == "");
+    CHECK(runtime::preferred_core(good, avx512) == "");
   }
 }
 
@@ -465,32 +470,51 @@ std::string info_field(const std::string& out, const std::string& name) {
     }
   return "";
 }
+// The kernel runtime::configure() puts in place of a Prescott fallback on this CPU ("" if none).
+std::string better_than_prescott() { return runtime::preferred_core("Prescott", runtime::cpu_features()); }
 } // namespace
 
 TEST_CASE("a fallback BLAS core is replaced at start-up, said in one line, and the chosen kernel computes gemm right") {
-  const std::string want = cli::preferred_core("Prescott", cli::cpu_features());
+  const std::string want = better_than_prescott();
   if (want.empty()) {
     MESSAGE("this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose");
     return;
   }
   TempDir dir;
   // OpenBLAS picks a proper kernel on this machine by itself, so the runtime is told to decide as
-  // if it had fallen back to Prescott (HEADGRAD_BLAS_AUTOCORE_ASSUME, a test hook).
-  auto env = clean_blas_env();
-  env.emplace_back("HEADGRAD_BLAS_AUTOCORE_ASSUME", "Prescott");
-  const Result r = run({"info", "--check-blas", "60"}, dir, env);
-  INFO("stdout: ", r.out, "\nstderr: ", r.err);
-  CHECK(r.rc == 0);
-  CHECK(info_field(r.out, "BLAS core") == fmt::format("{} (OPENBLAS_CORETYPE={}, chosen by headgrad)", want, want));
-  CHECK(has(r.out, fmt::format("headgrad: OpenBLAS fell back to its Prescott kernel on this CPU; using {} instead", want)));
-  CHECK(info_field(r.out, "BLAS check").find(": ok (worst error") != std::string::npos);
+  // if it had fallen back to Prescott (HEADGRAD_BLAS_AUTOCORE_ASSUME, a test hook) - once deciding
+  // only, once running Prescott for real as well (test_support::simulated_blas_fallback).
+  auto decide_only = clean_blas_env();
+  decide_only.emplace_back("HEADGRAD_BLAS_AUTOCORE_ASSUME", "Prescott");
+  for (const auto& env : {decide_only, test_support::simulated_blas_fallback()}) {
+    const Result r = run({"info", "--check-blas", "60"}, dir, env);
+    INFO("stdout: ", r.out, "\nstderr: ", r.err);
+    CHECK(r.rc == 0);
+    CHECK(info_field(r.out, "BLAS core") == fmt::format("{} (OPENBLAS_CORETYPE={}, chosen by headgrad)", want, want));
+    CHECK(has(r.out, fmt::format("headgrad: note: OpenBLAS fell back to its Prescott kernel on this CPU; using {} instead",
+                                 want)));
+    CHECK(info_field(r.out, "BLAS check").find(": ok (worst error") != std::string::npos);
+  }
+}
+
+TEST_CASE("on a CPU where OpenBLAS falls back: train's one error line and its start-up note") {
+  TempDir dir;
+  const Result r = run({"train", "--steps", "0", "--out", dir / "a"}, dir,
+                       test_support::simulated_blas_fallback());
+  INFO("stderr: ", r.err);
+  CHECK(r.rc == 2);
+  const auto errors = r.err_lines();
+  REQUIRE(errors.size() == 1);
+  CHECK(contains(errors[0], "headgrad train: --steps"));
+  for (const auto& l : lines_of(r.err))
+    if (test_support::is_note(l)) CHECK(contains(l, "OpenBLAS fell back to its Prescott kernel"));
 }
 
 TEST_CASE("a kernel the user chose is never overridden, and the fallback kernel is correct too") {
   TempDir dir;
   auto env = clean_blas_env();
   env.emplace_back("OPENBLAS_CORETYPE", "Prescott");
-  env.emplace_back("HEADGRAD_BLAS_AUTOCORE_ASSUME", "Prescott"); // would trigger a change if unset
+  env.emplace_back("HEADGRAD_BLAS_AUTOCORE_ASSUME", "Nehalem"); // a fallback is simulated, but the user chose
   const Result r = run({"info", "--check-blas", "60"}, dir, env);
   INFO("stdout: ", r.out, "\nstderr: ", r.err);
   CHECK(r.rc == 0);
@@ -554,4 +578,33 @@ TEST_CASE("the hints a run prints are shell-quoted: a path with spaces and quote
   std::ofstream(script) << "printf '%s\\n' " << word << " > " << (dir / "args.txt") << "\n";
   REQUIRE(std::system(("/bin/sh " + script).c_str()) == 0);
   CHECK(read_file(dir / "args.txt") == out + "/model.safetensors\n");
+}
+
+// Every test program starts through tests/main.cpp, which calls runtime::configure() as the
+// headgrad command does: results a test compares with the command's come from the same kernel.
+TEST_CASE("this test program took the start-up path: its BLAS kernel is no fallback this CPU can beat") {
+  CHECK(runtime::configured());
+  const std::string core = runtime::blas_info().core;
+  fmt::print("test program BLAS kernel: {}\n", core);
+  if (!runtime::user_chose_core()) CHECK(runtime::preferred_core(runtime::active_core(), runtime::cpu_features()) == "");
+}
+
+TEST_CASE("a test program on a CPU where OpenBLAS falls back runs this CPU's kernel, as the command does") {
+  const std::string want = better_than_prescott();
+  if (want.empty()) {
+    MESSAGE("this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose");
+    return;
+  }
+  TempDir dir;
+  // this very program, running only the case above
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string out = dir / "self.out", err = dir / "self.err";
+  const int rc = test_support::wait_for(
+      test_support::spawn({self, "--test-case=this test program took the start-up path*"}, out, err, dir.path.string(),
+                          test_support::simulated_blas_fallback()));
+  INFO("stdout: ", read_file(out), "\nstderr: ", read_file(err));
+  CHECK(rc == 0);
+  CHECK(contains(read_file(out), fmt::format("test program BLAS kernel: {}\n", want)));
+  CHECK(contains(read_file(out), "test cases: 1 | 1 passed"));
+  CHECK_FALSE(contains(read_file(err), "headgrad: note:")); // it was configured: nothing to tell
 }

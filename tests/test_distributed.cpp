@@ -1,11 +1,15 @@
 // framework/distributed in one process (a job of one rank, as every build and every run without
-// mpirun is): the bucket plan, the bucketed all-reduce's hooks and sums over thread workers, what
-// it does with unreached parameters, empty shards and misuse, the shards of a batch, checksums,
-// and the single-rank forms of agree, first_difference and the DataParallel wrapper. The same code
-// over several ranks is tested under mpirun in test_mpi.cpp.
+// mpirun is): the shard tree, how ranks hold its nodes, the all-reduce's schedule replayed for
+// 1 - 9 ranks with symbolic sums (each element must come out as the tree's sum), the shard sums
+// of workers running blocks of shards, the bucket plan, the bucketed all-reduce's hooks and sums
+// over thread workers, what it does with unreached parameters, empty shards and misuse, the shards
+// of a batch, checksums, and the single-rank forms of agree, first_difference and the DataParallel
+// wrapper. The same code over several ranks is tested under mpirun in test_mpi.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <deque>
+#include <map>
 #include <omp.h>
 #include <stdexcept>
 
@@ -14,6 +18,9 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/data_parallel.hpp"
+#include "framework/distributed/shard_gradients.hpp"
+#include "framework/distributed/shard_tree.hpp"
+#include "framework/distributed/tree_allreduce.hpp"
 #include "tests/mpi/user_module.hpp"
 #include "tests/test_support.hpp"
 #include "train/rank_shard.hpp"
@@ -45,7 +52,230 @@ struct Workers {
   }
 };
 
+using distributed::ShardRange;
+
+// A sum written out, "(a+b)" with the operands in sorted order: floating-point addition is
+// commutative, so two sums have the same bits exactly when they add the same pairs - when their
+// canonical texts are equal.
+std::string add_text(const std::string& a, const std::string& b) { return "(" + std::min(a, b) + "+" + std::max(a, b) + ")"; }
+
+// The tree's sum of shards [first, end) as text, pushed leaf by leaf into a TreeSum.
+std::string tree_text(ShardRange node, std::int64_t shards) {
+  distributed::TreeSum<std::string> tree(shards);
+  for (std::int64_t s = node.first; s < node.end; ++s)
+    tree.push({s, s + 1}, std::to_string(s), [](std::string& l, std::string& r) { l = add_text(l, r); });
+  return tree.take();
+}
+
+// Replays every rank's tree_allreduce_schedule, messages delivered in order per (sender,
+// receiver, tag), on `n` elements of text. Returns each rank's elements at the end.
+std::vector<std::vector<std::string>> replay_allreduce(std::int64_t shards, int ranks, std::int64_t n) {
+  const distributed::RankLayout layout = distributed::rank_layout(shards, ranks);
+  std::vector<std::vector<std::string>> data(static_cast<std::size_t>(ranks));
+  std::vector<std::vector<distributed::Exchange>> plan;
+  for (int r = 0; r < ranks; ++r) {
+    data[static_cast<std::size_t>(r)].assign(static_cast<std::size_t>(n), tree_text(layout.nodes[static_cast<std::size_t>(r)], shards));
+    plan.push_back(distributed::tree_allreduce_schedule(shards, ranks, r, n));
+  }
+  std::map<std::tuple<int, int, int>, std::deque<std::vector<std::string>>> wire; // (from, to, tag)
+  std::vector<std::size_t> next(static_cast<std::size_t>(ranks), 0);
+  std::vector<char> sent(static_cast<std::size_t>(ranks), 0);
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int r = 0; r < ranks; ++r) {
+      auto& i = next[static_cast<std::size_t>(r)];
+      if (i == plan[static_cast<std::size_t>(r)].size()) continue;
+      const distributed::Exchange& e = plan[static_cast<std::size_t>(r)][i];
+      auto& x = data[static_cast<std::size_t>(r)];
+      if (!sent[static_cast<std::size_t>(r)] && e.send_end > e.send_first) {
+        wire[{r, e.partner, e.tag}].emplace_back(x.begin() + e.send_first, x.begin() + e.send_end);
+        moved = true;
+      }
+      sent[static_cast<std::size_t>(r)] = 1;
+      if (e.recv_end > e.recv_first) {
+        auto& q = wire[{e.partner, r, e.tag}];
+        if (q.empty()) continue; // waits for its partner
+        REQUIRE(static_cast<std::int64_t>(q.front().size()) == e.recv_end - e.recv_first);
+        for (std::int64_t k = e.recv_first; k < e.recv_end; ++k) {
+          const std::string& got = q.front()[static_cast<std::size_t>(k - e.recv_first)];
+          x[static_cast<std::size_t>(k)] = e.add ? add_text(x[static_cast<std::size_t>(k)], got) : got;
+        }
+        q.pop_front();
+      }
+      ++i;
+      sent[static_cast<std::size_t>(r)] = 0;
+      moved = true;
+    }
+  }
+  for (int r = 0; r < ranks; ++r) REQUIRE(next[static_cast<std::size_t>(r)] == plan[static_cast<std::size_t>(r)].size()); // no deadlock
+  for (const auto& [key, q] : wire) REQUIRE(q.empty()); // every message taken
+  return data;
+}
+
 } // namespace
+
+TEST_CASE("shard tree: splits left-heavy - nodes and siblings - the levels of 5 and 6 shards") {
+  CHECK(distributed::tree_split(0, 5) == 3);
+  CHECK(distributed::tree_split(3, 5) == 4);
+  CHECK(distributed::is_tree_node({0, 5}, 5));
+  CHECK(distributed::is_tree_node({0, 3}, 5));
+  CHECK(distributed::is_tree_node({2, 3}, 5));
+  CHECK_FALSE(distributed::is_tree_node({2, 4}, 5)); // straddles 0..3 | 3..5
+  CHECK_FALSE(distributed::is_tree_node({1, 3}, 5)); // 0..3 splits at 2
+  CHECK(distributed::tree_siblings({0, 2}, {2, 3}, 5));
+  CHECK_FALSE(distributed::tree_siblings({2, 3}, {3, 4}, 5)); // adjacent, split matches, but 2..4 is no node
+  using Nodes = std::vector<ShardRange>;
+  CHECK(distributed::tree_nodes_at_depth(5, 2) == Nodes{{0, 2}, {2, 3}, {3, 4}, {4, 5}});
+  CHECK(distributed::tree_nodes_at_depth(6, 2) == Nodes{{0, 2}, {2, 3}, {3, 5}, {5, 6}});
+  CHECK_THROWS_AS(distributed::tree_nodes_at_depth(3, 2), std::invalid_argument);
+  CHECK(tree_text({0, 5}, 5) == "(((0+1)+2)+(3+4))");
+  CHECK(tree_text({0, 4}, 4) == "((0+1)+(2+3))");
+  // the shards' rows: sizes differ by at most one
+  CHECK(distributed::shard_rows(5, 4, 0) == ShardRange{0, 1});
+  CHECK(distributed::shard_rows(5, 4, 3) == ShardRange{3, 5});
+}
+
+TEST_CASE("TreeSum: any grouping of the leaves into consecutive blocks gives the tree's additions") {
+  auto add = [](std::string& l, std::string& r) { l = add_text(l, r); };
+  for (std::int64_t S : {1, 2, 3, 5, 8, 13}) {
+    const std::string want = tree_text({0, S}, S);
+    for (int workers = 1; workers <= S; ++workers) {
+      CAPTURE(S);
+      CAPTURE(workers);
+      // each worker adds its block's leaves, then the blocks' partial sums are pushed in order
+      distributed::TreeSum<std::string> all(S);
+      for (int w = 0; w < workers; ++w) {
+        const ShardRange block = distributed::worker_shards({0, S}, workers, w);
+        distributed::TreeSum<std::string> mine(S);
+        for (std::int64_t s = block.first; s < block.end; ++s) mine.push({s, s + 1}, std::to_string(s), add);
+        for (auto& [range, text] : mine.pending()) all.push(range, text, add);
+      }
+      CHECK(all.take() == want);
+    }
+  }
+  distributed::TreeSum<std::string> gap(4);
+  gap.push({0, 1}, "0", add);
+  CHECK_THROWS_AS(gap.push({2, 3}, "2", add), std::logic_error);
+  gap.push({1, 2}, "1", add);
+  gap.push({2, 3}, "2", add);
+  CHECK(gap.pending().size() == 2); // (0+1) and 2: no node yet
+  CHECK_THROWS_AS(gap.take(), std::logic_error);
+}
+
+TEST_CASE("rank_layout: every rank a nonempty node - in order - Rabenseifner's pairs - balanced for powers of two") {
+  for (std::int64_t S = 1; S <= 40; ++S) {
+    for (int N = 1; N <= std::min<std::int64_t>(S, 20); ++N) {
+      CAPTURE(S);
+      CAPTURE(N);
+      const distributed::RankLayout l = distributed::rank_layout(S, N);
+      REQUIRE(l.nodes.size() == static_cast<std::size_t>(N));
+      CHECK(l.pow2 <= N);
+      CHECK(2 * l.pow2 > N);
+      std::int64_t next = 0, smallest = S, largest = 0;
+      for (int r = 0; r < N; ++r) {
+        const ShardRange n = l.nodes[static_cast<std::size_t>(r)];
+        CHECK(n.first == next);
+        CHECK(n.count() >= 1);
+        CHECK(distributed::is_tree_node(n, S));
+        next = n.end;
+        smallest = std::min(smallest, n.count());
+        largest = std::max(largest, n.count());
+        const int pair = l.pair[static_cast<std::size_t>(r)];
+        if (pair >= 0) {
+          CHECK(l.pair[static_cast<std::size_t>(pair)] == r);
+          CHECK(std::abs(pair - r) == 1);
+          CHECK(l.virtual_rank[static_cast<std::size_t>(pair)] == l.virtual_rank[static_cast<std::size_t>(r)]);
+        }
+        CHECK(l.participant[static_cast<std::size_t>(l.virtual_rank[static_cast<std::size_t>(r)])] == std::min(r, pair < 0 ? r : pair));
+      }
+      CHECK(next == S);
+      if (N == l.pow2) CHECK(largest - smallest <= 1);
+    }
+  }
+  // one shard per rank (DataParallel): rank r holds shard r
+  for (int N = 1; N <= 12; ++N)
+    for (int r = 0; r < N; ++r) CHECK(distributed::rank_shards(N, N, r) == ShardRange{r, r + 1});
+  CHECK_THROWS_AS(distributed::rank_layout(3, 4), std::invalid_argument);
+}
+
+TEST_CASE("tree_allreduce_schedule replayed: every element of every rank is the tree's sum over all shards") {
+  for (std::int64_t S : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 23}) {
+    for (int N = 1; N <= std::min<std::int64_t>(S, 9); ++N) {
+      for (std::int64_t n : {1, 3, 16, 37}) {
+        CAPTURE(S);
+        CAPTURE(N);
+        CAPTURE(n);
+        const std::string want = tree_text({0, S}, S);
+        for (const auto& rank : replay_allreduce(S, N, n))
+          for (const std::string& x : rank) CHECK(x == want);
+      }
+    }
+  }
+  // about 2n elements sent per rank of a power-of-two job (reduce-scatter + all-gather)
+  for (int N : {2, 4, 8}) {
+    std::int64_t sent = 0;
+    for (const auto& e : distributed::tree_allreduce_schedule(N, N, 0, 1024)) sent += e.send_end - e.send_first;
+    CHECK(sent == 2 * (1024 - 1024 / N));
+  }
+}
+
+TEST_CASE("ShardGradients: shards run by 1 - 2 - 3 or 5 workers in blocks give the tree's sum bit for bit") {
+  const std::int64_t S = 5, rows = 7;
+  const user_module::Rows batch = user_module::global_batch(rows);
+  // the tree's sum by hand: (((g0 + g1) + g2) + (g3 + g4)), each g one shard's gradient
+  std::vector<std::vector<double>> g;
+  for (std::int64_t s = 0; s < S; ++s) {
+    TwoLayerNet net(100);
+    const ShardRange r = distributed::shard_rows(rows, S, s);
+    user_module::shard_loss(net, batch, r.first, r.count()).backward();
+    g.push_back(gradients_of(net));
+  }
+  auto plus = [](std::vector<double> a, const std::vector<double>& b) {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+    return a;
+  };
+  const std::vector<double> want = plus(plus(plus(g[0], g[1]), g[2]), plus(g[3], g[4]));
+  CHECK(want != plus(plus(plus(plus(g[0], g[1]), g[2]), g[3]), g[4])); // the order shows in the bits here
+  for (int workers : {1, 2, 3, 5}) {
+    CAPTURE(workers);
+    Workers w(workers);
+    distributed::ShardGradients sums(S, w.lists());
+    std::vector<ShardRange> blocks;
+    for (int i = 0; i < workers; ++i) blocks.push_back(distributed::worker_shards({0, S}, workers, i));
+    sums.begin(blocks);
+    for (int i = 0; i < workers; ++i) // one worker after the other: the sums do not depend on timing
+      for (std::int64_t s = blocks[static_cast<std::size_t>(i)].first; s < blocks[static_cast<std::size_t>(i)].end; ++s) {
+        const ShardRange r = distributed::shard_rows(rows, S, s);
+        user_module::shard_loss(w.worker(i), batch, r.first, r.count()).backward();
+        if (s + 1 < blocks[static_cast<std::size_t>(i)].end) sums.keep(i);
+      }
+    CHECK(sums.at_last_shard(0));
+    std::vector<double> got;
+    for (std::size_t p = 0; p < sums.parameter_count(); ++p) {
+      const auto v = sums.sum(p).to_vector();
+      got.insert(got.end(), v.begin(), v.end());
+    }
+    CHECK(got == want);
+    sums.end();
+    for (int i = 0; i < workers; ++i)
+      for (const auto& [name, p] : w.worker(i).named_parameters()) CHECK_FALSE(p.grad().defined());
+    CHECK_THROWS_AS(sums.keep(0), std::logic_error); // no step begun
+  }
+}
+
+TEST_CASE("add_shard_gradient: a shard that did not reach a parameter adds +0 - none reached it: no gradient") {
+  Tensor a = Tensor::from(std::vector<double>{-0.0, 1.5}, {2}, DType::f64), none;
+  distributed::add_shard_gradient(none, a); // (no gradient) + a = a + 0: the -0 becomes +0
+  REQUIRE(none.defined());
+  CHECK_FALSE(std::signbit(none.to_vector()[0]));
+  CHECK(none.to_vector()[1] == 1.5);
+  Tensor b = Tensor::from(std::vector<double>{-0.0, 2}, {2}, DType::f64), c;
+  distributed::add_shard_gradient(b, c);
+  CHECK_FALSE(std::signbit(b.to_vector()[0]));
+  Tensor d, e;
+  distributed::add_shard_gradient(d, e);
+  CHECK_FALSE(d.defined());
+}
 
 TEST_CASE("distributed: a process without a launcher is rank 0 of a job of one") {
   CHECK(distributed::rank() == 0);
@@ -103,39 +333,87 @@ TEST_CASE("BucketedAllreduce: the sum over thread workers is the whole batch's g
   const distributed::CommStats& s = reduce.stats();
   CHECK(s.steps == 2);
   CHECK(s.buckets == 4);
-  CHECK(s.bytes == 2 * w.model.num_parameters() * 8);
+  CHECK(s.bytes == 2 * (w.model.num_parameters() + 4) * 8); // the gradients and a flag per parameter
   CHECK(s.comm_seconds >= 0);
   CHECK(s.overlapped_seconds <= s.comm_seconds);
   omp_set_num_threads(before);
 }
 
-TEST_CASE("BucketedAllreduce: inactive workers add nothing - unreached parameters and empty shards give zeros") {
-  const user_module::Rows batch = user_module::global_batch(4);
-  Workers w(2);
-  distributed::BucketedAllreduce reduce(w.model.named_parameters(), w.lists(), 64);
-  SUBCASE("one of two workers active: only its gradient, the other's is dropped") {
+TEST_CASE("BucketedAllreduce: workers run blocks of shards - equal to ShardGradients bit for bit - unreached parameters") {
+  const user_module::Rows batch = user_module::global_batch(7);
+  auto shard = [&](TwoLayerNet& net, std::int64_t s, std::int64_t S) {
+    const ShardRange r = distributed::shard_rows(7, S, s);
+    return user_module::shard_loss(net, batch, r.first, r.count());
+  };
+  SUBCASE("5 shards over 2 workers, one after the other: the same bits as 5 workers") {
+    Workers two(2), five(5);
+    distributed::BucketedAllreduce reduce(two.model.named_parameters(), two.lists(), 64, /*shards=*/5);
+    CHECK(reduce.rank_shards() == ShardRange{0, 5});
+    CHECK(reduce.max_active() == 2);
+    reduce.begin(2);
+    CHECK(reduce.worker_block(1) == ShardRange{2, 5});
+#pragma omp parallel num_threads(2)
+    {
+      const int i = omp_get_thread_num();
+      const ShardRange block = reduce.worker_block(i);
+      for (std::int64_t s = block.first; s < block.end; ++s) {
+        shard(two.worker(i), s, 5).backward();
+        if (s + 1 < block.end) reduce.keep(i);
+      }
+    }
+    reduce.finish();
+    for (int i = 0; i < 5; ++i) shard(five.worker(i), i, 5).backward();
+    std::vector<NamedTensors> lists = five.lists();
+    distributed::ShardGradients sums(5, lists);
+    std::vector<ShardRange> blocks;
+    for (std::int64_t s = 0; s < 5; ++s) blocks.push_back({s, s + 1});
+    sums.begin(blocks);
+    std::vector<double> want;
+    for (std::size_t p = 0; p < sums.parameter_count(); ++p) {
+      const auto v = sums.sum(p).to_vector();
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    CHECK(gradients_of(two.model) == want);
+  }
+  SUBCASE("one shard for two workers: the second adds nothing, its gradient is dropped") {
+    Workers w(2);
+    distributed::BucketedAllreduce reduce(w.model.named_parameters(), w.lists(), 64, /*shards=*/1);
+    CHECK(reduce.max_active() == 1);
     TwoLayerNet alone(100);
-    user_module::shard_loss(alone, batch, 0, 4).backward();
+    user_module::shard_loss(alone, batch, 0, 7).backward();
     reduce.begin(1);
-    user_module::shard_loss(w.worker(0), batch, 0, 4).backward();
-    user_module::shard_loss(w.worker(1), batch, 0, 4).backward(); // not in this step
+    user_module::shard_loss(w.worker(0), batch, 0, 7).backward();
+    user_module::shard_loss(w.worker(1), batch, 0, 7).backward(); // not in this step
     reduce.finish();
     check_close(gradients_of(w.model), gradients_of(alone), 0);
     CHECK_FALSE(w.worker(1).hidden->weight.grad().defined());
   }
-  SUBCASE("a loss that does not reach the output layer: its gradients are zeros") {
+  SUBCASE("a parameter one shard reached gets its gradient (the other adds zeros); none reached: no gradient") {
+    Workers w(2);
+    distributed::BucketedAllreduce reduce(w.model.named_parameters(), w.lists(), 64);
+    reduce.begin(2);
+    ops::sum(w.worker(0).forward(batch.x)).backward();         // reaches every parameter
+    ops::sum(w.worker(1).hidden->forward(batch.x)).backward(); // not the output layer
+    reduce.finish();
+    TwoLayerNet one(100);
+    ops::sum(one.forward(batch.x)).backward();
+    CHECK(w.model.out->weight.grad().to_vector() == one.out->weight.grad().to_vector());
+    CHECK(w.model.hidden->bias.grad().defined());
+    w.model.zero_grad(); // (as train_step does before every step)
     reduce.begin(2);
     ops::sum(w.worker(0).hidden->forward(batch.x)).backward();
     ops::sum(w.worker(1).hidden->forward(batch.x)).backward();
     reduce.finish();
-    CHECK(w.model.out->weight.grad().to_vector() == std::vector<double>(18, 0.0));
-    CHECK(w.model.out->bias.grad().to_vector() == std::vector<double>(3, 0.0));
-    CHECK(w.model.hidden->bias.grad().to_vector() == std::vector<double>(6, 8.0)); // 2 workers x 4 rows
+    CHECK_FALSE(w.model.out->weight.grad().defined());
+    CHECK_FALSE(w.model.out->bias.grad().defined());
+    CHECK(w.model.hidden->bias.grad().to_vector() == std::vector<double>(6, 14.0)); // 2 workers x 7 rows
   }
-  SUBCASE("no active worker (a rank without rows): zeros everywhere") {
+  SUBCASE("no active worker (a rank without rows): no gradients") {
+    Workers w(2);
+    distributed::BucketedAllreduce reduce(w.model.named_parameters(), w.lists(), 64);
     reduce.begin(0);
     reduce.finish();
-    for (double g : gradients_of(w.model)) CHECK(g == 0.0);
+    for (const auto& [name, p] : w.model.named_parameters()) CHECK_FALSE(p.grad().defined());
   }
 }
 
@@ -152,6 +430,10 @@ TEST_CASE("BucketedAllreduce: misuse is a logic_error - and its hooks go with it
                    "a second backward of worker 0"));
     reduce.finish();
     CHECK(contains(error_of<std::logic_error>([&] { reduce.begin(2); }), "2 active workers of 1"));
+    CHECK(contains(error_of<std::invalid_argument>([&] {
+                     distributed::BucketedAllreduce bad(w.model.named_parameters(), w.lists(), 64, /*shards=*/-1);
+                   }),
+                   "-1 shards over 1 ranks"));
     TwoLayerNet other(1);
     Generator gen(3);
     nn::Linear smaller(4, 2, true, gen, DType::f64);
@@ -224,10 +506,11 @@ TEST_CASE("DataParallel and allreduce_gradients in a job of one: the gradients o
   check_close(gradients_of(wrapped), gradients_of(plain), 0);
   CHECK(ddp.stats().steps == 1);
   wrapped.zero_grad();
-  ddp.backward_without_data();
-  for (double g : gradients_of(wrapped)) CHECK(g == 0.0);
+  ddp.backward_without_data(); // no rank's backward reached anything: no gradients, as no backward
+  for (const auto& [name, p] : wrapped.named_parameters()) CHECK_FALSE(p.grad().defined());
 
   ops::sum(simple.hidden->forward(batch.x)).backward(); // the output layer gets no gradient...
   distributed::allreduce_gradients(simple);
-  CHECK(simple.out->weight.grad().to_vector() == std::vector<double>(18, 0.0)); // ...so it gets zeros
+  CHECK_FALSE(simple.out->weight.grad().defined()); // ...on any rank: it keeps none
+  CHECK(simple.hidden->weight.grad().defined());
 }

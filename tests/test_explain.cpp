@@ -22,12 +22,12 @@ TEST_CASE("explain: the default example prints every stage with its shape") {
   const explain::ExplainResult r = explain::run({});
   const std::string& t = r.text;
   for (const char* piece :
-       {"queries [1, 3, 4]", "keys [1, 4, 4]", "Q = W_q(queries) [1, 3, 4]", "Q after transpose_qkv [2, 3, 2]",
-        "K after transpose_qkv [2, 4, 2]", "scores = Q K^T / sqrt(d) [2, 3, 4]",
-        "weights = masked_softmax(scores, valid_lens) [2, 3, 4]", "per-head outputs = weights V [2, 3, 2]",
-        "transpose_output (heads side by side) [1, 3, 4]", "output = W_o(concat) [1, 3, 4]",
-        "head 0 takes columns 0..1", "head 1 takes columns 2..3", "dL/d output = R [1, 3, 4]",
-        "d scores = w * (dw - rowsum(dw * w)) [2, 3, 4]", "d W_q.weight = dQ^T queries [4, 4]",
+       {"queries [1, 3, 4]", "keys [1, 4, 4]", "Q = W_q(queries) [1, 3, 4]", "Qh = transpose_qkv(Q) [2, 3, 2]",
+        "Kh = transpose_qkv(K) [2, 4, 2]", "S = s Qh Kh^T (the scores) [2, 3, 4]",
+        "P = masked_softmax(S, valid_lens) (the weights) [2, 3, 4]", "O = P Vh (per-head outputs) [2, 3, 2]",
+        "C = transpose_output(O) (heads side by side) [1, 3, 4]", "Y = W_o(C) (the output) [1, 3, 4]",
+        "head 0 takes columns 0..1", "head 1 takes columns 2..3", "dY = R [1, 3, 4]", "dP = dO Vh^T [2, 3, 4]",
+        "dS = P * (dP - rowsum(dP * P)) [2, 3, 4]", "dKh = s dS^T Qh [2, 4, 2]", "d W_q.weight = dQ^T queries [4, 4]",
         "d values = dV W_v [1, 4, 4]", "gradcheck (float64, eps 1e-6, atol 1e-5, rtol 1e-3): PASS"}) {
     INFO(piece);
     CHECK(t.find(piece) != std::string::npos);
@@ -58,7 +58,7 @@ TEST_CASE("explain: flags change the example, impossible ones are refused") {
   o.heads = 3;
   o.valid_len = 0; // every key masked: weights and their gradients are all zero, no NaN
   const explain::ExplainResult r = explain::run(o);
-  CHECK(r.text.find("Q after transpose_qkv [6, 2, 2]") != std::string::npos);
+  CHECK(r.text.find("Qh = transpose_qkv(Q) [6, 2, 2]") != std::string::npos);
   CHECK(r.text.find("nan") == std::string::npos);
   CHECK(r.gradcheck_ok);
   o.hidden = 5;
@@ -106,7 +106,7 @@ TEST_CASE("explain: --svg draws the head split and every head's weights") {
   CHECK(svg.find("</svg>") != std::string::npos);
   CHECK(svg.find("head 0 (cols 0..1)") != std::string::npos);
   CHECK(svg.find("head 1 (cols 2..3)") != std::string::npos);
-  CHECK(svg.find("weights (Tq x Tk)") != std::string::npos);
+  CHECK(svg.find("P (Tq x Tk), the weights") != std::string::npos);
   std::remove(o.svg.c_str());
 }
 
@@ -117,15 +117,17 @@ TEST_CASE("explain --svg: every row of panels has its own column titles") {
   const std::string svg = train::render_heatmaps_svg(explain::explain_grid(e, stages));
   // each panel's group is titled "<row title> <panel title>"
   for (const char* panel : {"projections Q (Tq x num_hiddens)", "projections K (Tk x num_hiddens)",
-                            "head 0 (cols 0..1) Q head (Tq x d)", "head 1 (cols 2..3) K head (Tk x d)",
-                            "head 1 (cols 2..3) weights (Tq x Tk)", "head 0 (cols 0..1) head output (Tq x d)",
-                            "output concat (Tq x num_hiddens)", "output W_o(concat) (Tq x num_hiddens)"}) {
+                            "head 0 (cols 0..1) Qh (Tq x d)", "head 1 (cols 2..3) Kh (Tk x d)",
+                            "head 1 (cols 2..3) P (Tq x Tk), the weights",
+                            "head 0 (cols 0..1) O (Tq x d), the head's output",
+                            "output C (Tq x num_hiddens) = transpose_output(O)",
+                            "output Y = W_o(C) (Tq x num_hiddens)"}) {
     INFO(panel);
     CHECK(svg.find(std::string("<g><title>") + panel + "</title>") != std::string::npos);
   }
   // the output row is not titled with the head rows' columns, nor the projections with the heads'
   CHECK(svg.find("<g><title>output Q") == std::string::npos);
-  CHECK(svg.find("<g><title>projections Q head") == std::string::npos);
+  CHECK(svg.find("<g><title>projections Qh") == std::string::npos);
 }
 
 TEST_CASE("heatmap SVG legend: signed panels say each has its own colour scale, weights do not") {
@@ -148,7 +150,7 @@ TEST_CASE("explain prints masked (zero) gradients as 0.0000, never -0.0000") {
   // the default example masks its last key: d scores is 0 there (w = 0), printed unsigned
   const std::string text = explain::run({}).text;
   CHECK(text.find("-0.0000") == std::string::npos);
-  const auto at = text.find("d scores = w * (dw - rowsum(dw * w)) [2, 3, 4]");
+  const auto at = text.find("dS = P * (dP - rowsum(dP * P)) [2, 3, 4]");
   REQUIRE(at != std::string::npos);
   std::istringstream block(text.substr(at));
   std::string line;
@@ -173,16 +175,14 @@ TEST_CASE("explain --svg: V and every gradient under its forward panel, one key 
                                          "head 1 (cols 2..3)", "head 1 gradients", "output", "its gradients"});
   for (std::size_t r = 0; r < grid.rows.size(); r += 2) CHECK(grid.rows[r].maps.size() == grid.rows[r + 1].maps.size());
   for (const char* panel :
-       {"projections V (Tk x num_hiddens)", "head 1 (cols 2..3) V head (Tk x d)",
-        "their gradients dK (Tk x num_hiddens) heads' dK side by side",
-        "head 0 gradients dQ head (Tq x d) = d scores K / sqrt(d)",
-        "head 1 gradients dK head (Tk x d) = d scores^T Q / sqrt(d)", "head 0 gradients dV head (Tk x d) = weights^T d out",
-        "head 1 gradients d weights (Tq x Tk) = d out V^T",
-        "head 0 gradients d scores (Tq x Tk) = w * (dw - rowsum(dw * w))"}) {
+       {"projections V (Tk x num_hiddens)", "head 1 (cols 2..3) Vh (Tk x d)",
+        "their gradients dK (Tk x num_hiddens) heads' dKh side by side", "head 0 gradients dQh (Tq x d) = s dS Kh",
+        "head 1 gradients dKh (Tk x d) = s dS^T Qh", "head 0 gradients dVh (Tk x d) = P^T dO",
+        "head 1 gradients dP (Tq x Tk) = dO Vh^T", "head 0 gradients dS (Tq x Tk) = P * (dP - rowsum(dP * P))"}) {
     INFO(panel);
     CHECK(svg.find(std::string("<g><title>") + panel + "</title>") != std::string::npos);
   }
-  // the gradient panels hold the gradients explain printed (head 1's d weights)
+  // the gradient panels hold the gradients explain printed (head 1's dP)
   const Tensor dw = grid.rows[5].maps[4].values;
   CHECK(dw.shape() == Dims{3, 4});
   test_support::check_close(dw, stages.weights_in.grad().slice(0, 1, 2).reshape({3, 4}).to_vector());
@@ -252,4 +252,205 @@ TEST_CASE("explain --fixture: every printed gradient beside PyTorch's, with the 
   }
   // random values: no PyTorch to compare with
   CHECK(explain::run({}).text.find("PyTorch") == std::string::npos);
+}
+
+namespace {
+
+// The numbers of the tensor printed under `title` (its first line starting with title), up to the
+// next line that does not start with a space; block headers ("  [0]") skipped.
+std::vector<double> printed_values(const std::string& text, const std::string& title) {
+  const auto at = text.find("\n" + title);
+  REQUIRE(at != std::string::npos);
+  std::vector<double> v;
+  std::istringstream block(text.substr(at + 1));
+  std::string line;
+  std::getline(block, line); // the title
+  while (std::getline(block, line) && !line.empty() && line[0] == ' ') {
+    if (line.find('[') != std::string::npos) continue;
+    std::istringstream nums(line);
+    for (double x; nums >> x;) v.push_back(x);
+  }
+  return v;
+}
+
+double max_abs(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+} // namespace
+
+TEST_CASE("explain --self-attention: one X, and dX printed as its three terms and their sum") {
+  explain::ExplainOptions o;
+  o.self_attention = true;
+  o.precision = 12;
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.gradcheck_ok);
+  CHECK(r.stages_match_full_graph);
+  const std::string& t = r.text;
+  CHECK(test_support::contains(t, "X [1, 4, 4]  (B, T, num_hiddens): queries, keys and values at once"));
+  CHECK(test_support::contains(t, "Q = W_q(X) [1, 4, 4]"));
+  CHECK(test_support::contains(t, "gradcheck X "));
+  CHECK_FALSE(test_support::contains(t, "gradcheck queries"));
+  const auto q = printed_values(t, "dX via Q = dQ W_q"), k = printed_values(t, "dX via K = dK W_k"),
+             v = printed_values(t, "dX via V = dV W_v"), dx = printed_values(t, "dX = dQ W_q + dK W_k + dV W_v");
+  REQUIRE(dx.size() == 16);
+  std::vector<double> sum(16);
+  for (std::size_t i = 0; i < 16; ++i) sum[i] = q[i] + k[i] + v[i];
+  CHECK(max_abs(sum, dx) <= 3e-12); // 12 printed decimals
+  // and the printed dX is the gradient autograd left in X
+  for (const auto& [name, g] : r.tensors)
+    if (name == "grad.X") CHECK(max_abs(g.to_vector(), dx) <= 1e-12);
+  CHECK(test_support::contains(t, "the three terms added up vs dX: max abs diff"));
+  // queries of their own are refused by the command line; the library takes T from --keys
+  test_support::TempDir dir("test_explain");
+  const test_support::CliRun bad = test_support::run_cli({"explain", "--self-attention", "--queries", "3"}, dir.path);
+  CHECK(bad.rc == 2);
+  CHECK(test_support::contains(bad.err, "--queries: with --self-attention"));
+}
+
+TEST_CASE("explain --causal: a valid length per query, min(i + 1, valid_len), and zero weights above it") {
+  explain::ExplainOptions o;
+  o.causal = true;
+  o.queries = 4;
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.gradcheck_ok);
+  CHECK(test_support::contains(r.text, "valid_lens = [1, 2, 3, 3] (per query, causal)"));
+  const Tensor* w = nullptr;
+  for (const auto& [n, v] : r.tensors)
+    if (n == "attention_weights") w = &v;
+  REQUIRE(w != nullptr);
+  const auto wv = w->to_vector(); // (1, 2, 4, 4)
+  for (int hh = 0; hh < 2; ++hh)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {
+        INFO("head ", hh, " query ", i, " key ", j);
+        const double x = wv[static_cast<std::size_t>((hh * 4 + i) * 4 + j)];
+        if (j > i || j >= 3) CHECK(x == 0.0);
+        else CHECK(x > 0.0);
+      }
+}
+
+TEST_CASE("explain --loss cross-entropy: dY = (softmax(Y) - onehot) * mask / N, masked positions zero") {
+  explain::ExplainOptions o;
+  o.loss = "cross-entropy";
+  o.queries = 4; // valid length 3: position 3 does not count
+  o.precision = 12;
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.gradcheck_ok);
+  CHECK(r.stages_match_full_graph);
+  const std::string& t = r.text;
+  CHECK(test_support::contains(t, "N = 3 counted positions"));
+  const auto p = printed_values(t, "softmax(Y)"), dy = printed_values(t, "dY = (softmax(Y) - onehot(targets))");
+  const auto targets = printed_values(t, "targets"), mask = printed_values(t, "mask");
+  REQUIRE(dy.size() == 16);
+  REQUIRE(targets.size() == 4);
+  CHECK(mask == std::vector<double>{1, 1, 1, 0});
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    double row = 0;
+    for (int c = 0; c < 4; ++c) {
+      const double want = mask[i] * (p[i * 4 + c] - (c == targets[i] ? 1.0 : 0.0)) / 3.0;
+      CHECK(std::abs(dy[i * 4 + c] - want) <= 3e-12);
+      row += dy[i * 4 + c];
+    }
+    CHECK(std::abs(row) <= 5e-12); // softmax minus a one-hot sums to 0
+  }
+  for (int c = 0; c < 4; ++c) CHECK(dy[12 + c] == 0.0); // the masked position
+  o.loss = "mse";
+  CHECK_THROWS_WITH_AS(explain::run(o), "--loss must be r or cross-entropy, got 'mse'", std::invalid_argument);
+}
+
+TEST_CASE("explain --dropout: the mask, the 1/(1-p) scale, and dP = dA * m / (1 - p)") {
+  explain::ExplainOptions o;
+  o.dropout = 0.25;
+  o.precision = 12;
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.gradcheck_ok); // a fixed mask: the loss is a function the gradient check can difference
+  CHECK(r.stages_match_full_graph);
+  const std::string& t = r.text;
+  CHECK(test_support::contains(t, "1/(1 - p) = 1.333333333333"));
+  CHECK(test_support::contains(t, "one backward through d2l's ops with the same dropout mask"));
+  const auto m = printed_values(t, "dropout mask m"), P = printed_values(t, "P = masked_softmax"),
+             A = printed_values(t, "A = dropout(P) = P * m / (1 - p)"), dA = printed_values(t, "dA = dO Vh^T"),
+             dP = printed_values(t, "dP = dA * m / (1 - p)");
+  REQUIRE(m.size() == 24);
+  int dropped = 0;
+  for (std::size_t i = 0; i < 24; ++i) {
+    CHECK((m[i] == 0 || m[i] == 1));
+    dropped += m[i] == 0;
+    CHECK(std::abs(A[i] - P[i] * m[i] / 0.75) <= 3e-12);
+    CHECK(std::abs(dP[i] - dA[i] * m[i] / 0.75) <= 3e-12);
+  }
+  CHECK(dropped > 0);
+  CHECK(dropped < 24);
+  o.dropout = 1.0;
+  CHECK_THROWS_WITH_AS(explain::run(o), "--dropout must be in [0, 1), got 1", std::invalid_argument);
+}
+
+TEST_CASE("explain --fused: per head dP, dS and D = rowsum(dO * O), equal to rowsum(dP * P)") {
+  explain::ExplainOptions o;
+  o.fused = true;
+  o.precision = 12;
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.fused_match);
+  const std::string& t = r.text;
+  CHECK(test_support::count_of(t, "\nD = rowsum(dO * O) [3]") == 2); // one per head
+  const auto D = printed_values(t, "D = rowsum(dO * O)"), DP = printed_values(t, "rowsum(dP * P)");
+  CHECK(max_abs(D, DP) <= 1e-12);
+  CHECK(test_support::contains(t, "ops::attention (one op, one kernel pair) on the same Q, K, V"));
+  // the per-head dS is the stages' dS (head 0)
+  const auto dS = printed_values(t, "dS = P * (dP - D)"), staged = printed_values(t, "dS = P * (dP - rowsum(dP * P))");
+  REQUIRE(dS.size() == 12);
+  CHECK(max_abs(dS, std::vector<double>(staged.begin(), staged.begin() + 12)) <= 1e-12);
+  o.dropout = 0.5;
+  CHECK_THROWS_WITH_AS(explain::run(o),
+                       "--fused: the fused attention op has no dropout (leave out --dropout or --fused)",
+                       std::invalid_argument);
+}
+
+TEST_CASE("explain --precision: every number, sqrt(d) too") {
+  explain::ExplainOptions o;
+  o.precision = 12;
+  CHECK(test_support::contains(explain::run(o).text, "s = 1/sqrt(d) = 1/1.414213562373 = 0.707106781187"));
+  CHECK(test_support::contains(explain::run({}).text, "s = 1/sqrt(d) = 1/1.4142 = 0.7071"));
+}
+
+TEST_CASE("explain --svg: numbers in panels up to 8 x 8, masked entries hatched, one shared scale on request") {
+  const explain::Example e = explain::make_example({});
+  explain::TensorPrinter printer(4);
+  explain::Stages stages = explain::forward_stages(e, printer);
+  explain::backward_stages(e, stages, printer);
+  const std::string svg = train::render_heatmaps_svg(explain::explain_grid(e, stages));
+  CHECK(svg_check::well_formed(svg) == "");
+  // every cell of every panel prints its number, except masked entries that are 0 (P and dS of key 3)
+  std::size_t cells = 0;
+  for (const auto& row : explain::explain_grid(e, stages).rows)
+    for (const auto& m : row.maps) cells += static_cast<std::size_t>(m.values.numel());
+  // hatched cells (20 high), not the legend's swatch
+  const std::size_t masked = test_support::count_of(svg, "height=\"20\" fill=\"url(#masked)\"/>");
+  CHECK(masked == 2 * 3 * 3); // 2 heads x 3 panels (S, P, dS) x 3 queries at key 3
+  CHECK(test_support::count_of(svg, "font-size=\"8\" text-anchor=\"middle\"") == cells - 2 * 2 * 3);
+  CHECK(test_support::contains(svg, "hatched: masked"));
+  CHECK_FALSE(test_support::contains(svg, "-0.0000"));
+  CHECK_FALSE(test_support::contains(svg, ">-0.00<"));
+  // masked entries of P say so when hovered; a computed value of P never does
+  CHECK(test_support::contains(svg, "[0, 3] = 0.0000 (masked)</title>"));
+  // one scale for every signed panel: every range bar names the same max
+  const std::string shared = train::render_heatmaps_svg(explain::explain_grid(e, stages, true));
+  CHECK(test_support::contains(shared, "one signed colour scale for every panel"));
+  double max = 0;
+  for (const auto& row : explain::explain_grid(e, stages).rows)
+    for (const auto& m : row.maps)
+      if (m.scale != train::HeatmapScale::weights)
+        for (double v : m.values.to_vector()) max = std::max(max, std::abs(v));
+  CHECK(test_support::count_of(shared, fmt::format("+{:.2g}</text>", max)) == 32);
+  // a panel larger than 8 x 8 prints no numbers
+  train::HeatmapGrid big;
+  big.numbers = true;
+  big.signed_values = true;
+  big.rows.push_back({"r", {{"big", test_support::randn({9, 3}, 1)}, {"small", test_support::randn({2, 2}, 2)}}});
+  CHECK(test_support::count_of(train::render_heatmaps_svg(big), "font-size=\"8\" text-anchor=\"middle\"") == 4);
 }

@@ -11,6 +11,7 @@
 #include "framework/graph_dot.hpp"
 #include "framework/ops/ops.hpp"
 #include "train/cli/explain/example.hpp"
+#include "train/cli/explain/named_forward.hpp"
 #include "train/graph_files.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
@@ -52,6 +53,15 @@ double norm_of(const Tensor& t) {
 
 LeafNames names_of(const cli::explain::Example& e) {
   return {e.mha->named_parameters(), {{"queries", e.queries}, {"keys", e.keys}, {"values", e.values}}};
+}
+
+// The DOT label of the first node whose label contains `part`, or "".
+std::string label_with(const std::string& dot, const std::string& part) {
+  for (const std::string& line : test_support::lines_of(dot)) {
+    const auto at = line.find("[label=\"");
+    if (at != std::string::npos && contains(line, part)) return line.substr(at + 8, line.find("\", ", at) - at - 8);
+  }
+  return "";
 }
 
 } // namespace
@@ -198,6 +208,62 @@ TEST_CASE("headgrad train --graph draws one training step of the model") {
   for (const char* p : {"embedding.weight", "blks.0.attention.W_q.weight", "blks.0.addnorm1.ln.weight",
                         "blks.0.ffn.dense1.bias", "dense.weight"})
     CHECK(contains(dot, std::string("label=\"") + p + "\\n"));
-  CHECK(contains(dot, "label=\"cross_entropy\\n[]\\ngrad norm 1\", shape=ellipse, peripheries=2"));
+  // the root, a scalar, shows its value and its gradient 1 (micrograd's data and grad)
+  CHECK(contains(dot, "label=\"cross_entropy\\n[]\\ngrad norm 1\\ndata ["));
+  CHECK(contains(dot, "]\\ngrad [1]\", shape=ellipse, peripheries=2"));
   CHECK(contains(r.out, "wrote step.dot"));
+}
+
+TEST_CASE("graph: tensors of at most 8 elements show their data and grad, as micrograd's draw_dot") {
+  Tensor x = Tensor::from({1.0, -2.0, 0.5}, {3}, DType::f64).set_requires_grad();
+  Tensor big = test_support::randn({3, 3}, 4).set_requires_grad(); // 9 elements: norms only
+  const Tensor y = ops::sum(x * x) + ops::sum(big);
+  const Graph g = backward_with_graph(y, {{}, {{"x", x}, {"big", big}}});
+  const std::string dot = graph_dot(g, "t");
+  CHECK(contains(dot, "label=\"x\\n[3]\\ngrad norm 4.58\\ndata [1, -2, 0.5]\\ngrad [2, -4, 1]\""));
+  const std::string b = label_with(dot, "big\\n");
+  CHECK(contains(b, "grad norm"));
+  CHECK_FALSE(contains(b, "data"));
+  CHECK_FALSE(contains(b, "grad ["));
+  REQUIRE(g.nodes[0].data.size() == 3);
+  CHECK(g.nodes[0].grad == std::vector<double>{2, -4, 1});
+}
+
+TEST_CASE("graph: explain's forward is the module's graph op for op, every op output named by what it holds") {
+  const cli::explain::Example e = cli::explain::make_example({});
+  const Tensor module_output = e.mha->forward(e.queries, e.keys, e.values, e.valid_lens);
+  const cli::explain::NamedForward f = cli::explain::named_forward(e);
+  test_support::check_close(f.output, module_output.to_vector(), 0.0, 0.0); // bit for bit
+  const LeafNames names{e.mha->named_parameters(), e.inputs(), f.results};
+  const Graph ours = trace_graph(f.output, names), module = trace_graph(module_output, names_of(e));
+  REQUIRE(ours.nodes.size() == module.nodes.size());
+  for (std::size_t i = 0; i < ours.nodes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(ours.nodes[i].op == module.nodes[i].op);
+    CHECK(ours.nodes[i].shape == module.nodes[i].shape);
+    CHECK(ours.nodes[i].inputs == module.nodes[i].inputs);
+    if (ours.nodes[i].kind == GraphNodeKind::op) CHECK_FALSE(ours.nodes[i].name.empty()); // all named
+  }
+  const std::string dot = graph_dot(ours, "t");
+  // the name first, then the op and shape; the scaled matmul carries its scale
+  CHECK(contains(dot, "label=\"scores S = s Qh Kh^T, s = 1/sqrt(2) = 0.7071\\nmatmul [2, 3, 4]\""));
+  CHECK(contains(dot, "label=\"weights P = masked_softmax(S)\\nmasked_softmax [2, 3, 4]\""));
+  CHECK(contains(dot, "label=\"Qh = transpose_qkv(Q) (B*H, T, d)\\nreshape [2, 3, 2]\""));
+  CHECK(contains(dot, "label=\"Y = W_o(C), the output\\nlinear [1, 3, 4]\""));
+}
+
+TEST_CASE("headgrad explain --graph: cross-entropy ends in the loss, dropout adds its node, self-attention has one X") {
+  test_support::TempDir dir("test_graph_dot");
+  const test_support::CliRun r = test_support::run_cli(
+      {"explain", "--graph", "ce.dot", "--loss", "cross-entropy", "--dropout", "0.25", "--self-attention"}, dir.path);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  REQUIRE(r.rc == 0);
+  const std::string dot = test_support::read_file(dir / "ce.dot");
+  // 27 nodes, less two input leaves (one X), plus the dropout and the loss: 27; edges: 26 + 2
+  CHECK(count_of(dot, " [label=") == 27);
+  CHECK(count_of(dot, " -> ") == 28);
+  CHECK(contains(dot, "label=\"A = dropout(P): P * mask / (1 - 0.25)\\ndropout [2, 4, 4]"));
+  CHECK(contains(dot, "label=\"L = cross_entropy(Y, targets, mask)\\ncross_entropy []\\ngrad norm 1\\ndata ["));
+  CHECK(contains(dot, "label=\"X\\n[1, 4, 4]"));
+  CHECK(contains(dot, "backward from the cross-entropy loss"));
 }

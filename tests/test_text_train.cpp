@@ -157,7 +157,7 @@ TEST_CASE("resume with dropout is exact: toy task") {
   }
 }
 
-TEST_CASE("dropout states: saved for every worker and restored") {
+TEST_CASE("dropout states: saved for every shard and restored") {
   TempDir dir;
   TrainOptions o = tiny_text(dir, 4);
   o.run.dropout = 0.1;
@@ -166,17 +166,20 @@ TEST_CASE("dropout states: saved for every worker and restored") {
   LoadedRun run = load_model_checkpoint(dir / "run/model.safetensors");
   auto opt = make_optimizer(run.config, run.model->named_parameters());
   const NamedTensors states = load_optimizer_state(dir / "run/model.safetensors", run.step, *opt);
-  // per worker: drop, and per block attn_dropout, resid_dropout, mlp.dropout
+  // per shard (2 threads: 2 shards): drop, and per block attn_dropout, resid_dropout, mlp.dropout
+  CHECK(run.config.shards == 2);
   CHECK(states.size() == 2 * 4);
   bool has = false;
   for (const auto& [name, t] : states) {
     CHECK(is_dropout_state(name));
     CHECK(t.shape() == Dims{6});
-    has = has || name == "rng.rank0.worker1.transformer.h.0.attn.resid_dropout";
+    has = has || name == "rng.shard1.transformer.h.0.attn.resid_dropout";
   }
   CHECK(has);
-  // a malformed entry is refused, naming it
+  // a malformed entry is refused, naming it (also under the name of checkpoints written before
+  // shards: a single process's worker 0 ran shard 0)
+  ShardDropout shards(*run.model, run.config.seed, 2, {0, 2});
   NamedTensors bad = {{"rng.rank0.worker0.transformer.drop", Tensor::from_ints({1, 2}, {2})}};
-  CHECK(contains(error_of<std::invalid_argument>([&] { restore_dropout_states(bad, *run.model, nullptr, "F"); }),
+  CHECK(contains(error_of<std::invalid_argument>([&] { shards.restore(bad, "F"); }),
                  "F: dropout state 'rng.rank0.worker0.transformer.drop' must be int64 (6)"));
 }

@@ -1,11 +1,14 @@
 // train/train_step with the batch's rows split over threads (train/thread_replicas.hpp): the same
 // loss and gradients as one thread on the whole batch (float64, to rounding), with even and uneven
-// shards and a batch smaller than the number of workers; the replicas follow every update; and the
-// split run is deterministic.
+// shards and a batch smaller than the number of workers; the replicas follow every update; the
+// split run is deterministic; and with a shard count, the same bits whatever the worker count
+// (the shard tree, framework/distributed/shard_tree.hpp).
 #include <doctest/doctest.h>
 
 #include <omp.h>
 
+#include "framework/ops/nn_ops.hpp"
+#include "framework/ops/ops.hpp"
 #include "train/run_optimizer.hpp"
 #include "train/train_step.hpp"
 #include "tests/test_support.hpp"
@@ -99,4 +102,57 @@ TEST_CASE("train_step split over threads is deterministic (float32, the training
   };
   CHECK(run_f32() == run_f32());
   omp_set_num_threads(before);
+}
+
+TEST_CASE("train_step with 4 shards: 1 - 2 or 4 workers and shard dropout give the same bits (float32)") {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(4);
+  RunConfig c = tiny_run();
+  c.dropout = 0.1;
+  auto run_f32 = [&](int workers, std::int64_t B) {
+    Run r;
+    r.model = std::make_unique<models::SequenceModel>(c.model_config(), c.seed);
+    r.opt = make_optimizer(c, r.model->named_parameters());
+    if (workers > 1) r.workers = std::make_unique<ThreadReplicas>(*r.model, workers, c.seed);
+    ShardDropout masks(*r.model, c.seed, 4, {0, 4});
+    std::vector<double> v;
+    for (int s = 1; s <= 4; ++s) {
+      const data::Batch b = data::make_batch(c.task_config(), c.seed, static_cast<std::uint64_t>(s - 1), B);
+      v.push_back(train_step(*r.model, *r.opt, b, {s, 1e-2, 1.0, /*shards=*/4}, nullptr, r.workers.get(), nullptr, &masks)
+                      .loss);
+    }
+    const auto p = values_of(*r.model);
+    v.insert(v.end(), p.begin(), p.end());
+    return v;
+  };
+  for (std::int64_t B : {16, 5}) { // 5: shards of 1, 1, 1 and 2 rows
+    CAPTURE(B);
+    const auto one = run_f32(1, B);
+    CHECK(run_f32(2, B) == one);
+    CHECK(run_f32(4, B) == one);
+  }
+  omp_set_num_threads(before);
+}
+
+TEST_CASE("ThreadReplicas::add_gradients_to_model: the shard tree over the workers") {
+  RunConfig c = tiny_run();
+  Run r = make_run(c, 4);
+  const data::Batch b = data::make_batch(c.task_config(), c.seed, 0, 8);
+  std::vector<std::vector<double>> g;
+  for (int i = 0; i < 4; ++i) {
+    const data::Batch rows = data::slice_batch(b, 2 * i, 2);
+    const Tensor logits = r.workers->worker(i).forward(rows.tokens, rows.valid_lens);
+    ops::cross_entropy(logits, rows.targets, ops::sequence_mask(rows.valid_lens, rows.tokens.shape()[1])).backward();
+    g.push_back(gradients_of(r.workers->worker(i)));
+  }
+  r.workers->add_gradients_to_model();
+  std::vector<double> want = g[0];
+  std::vector<double> in_order = want;
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    want[k] = (g[0][k] + g[1][k]) + (g[2][k] + g[3][k]); // (float64: the model is make_run's)
+    in_order[k] = ((g[0][k] + g[1][k]) + g[2][k]) + g[3][k];
+  }
+  CHECK(gradients_of(*r.model) == want);
+  CHECK(want != in_order); // (the grouping shows in the bits)
+  for (const auto& [name, p] : r.workers->worker(3).named_parameters()) CHECK_FALSE(p.grad().defined());
 }

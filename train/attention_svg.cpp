@@ -48,9 +48,11 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& exampl
   const std::int64_t heads = std::min(H, kMaxAttentionMaps);
   const std::vector<std::int64_t> layers = layers_shown(L, std::max<std::int64_t>(1, kMaxAttentionMaps / heads));
   HeatmapGrid grid;
-  grid.title = fmt::format("attention weights, task {}, step {}, held-out example {}: {} -> {}", data::task_name(task),
-                           step, index, short_sequence(example.tokens, len),
-                           short_sequence(data::argmax_last(logits), len));
+  // which tokens are which: the rows and columns are the input's, the model should output the target
+  grid.title = fmt::format("attention weights, task {}, step {}, held-out example {}: input {} (rows: queries, "
+                           "columns: keys), target {}, prediction {}",
+                           data::task_name(task), step, index, short_sequence(example.tokens, len),
+                           short_sequence(example.targets, len), short_sequence(data::argmax_last(logits), len));
   if (static_cast<std::int64_t>(layers.size()) < L || heads < H)
     grid.title += fmt::format(" ({} of {} layers, heads 0..{} of {})", layers.size(), L, heads - 1, H);
   const auto toks = example.tokens.to_int_vector();

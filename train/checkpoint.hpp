@@ -14,9 +14,9 @@ namespace headgrad::train {
 
 // The metadata of both files: "format" = "headgrad-checkpoint-1", every run config field under
 // its metadata_key() as to_text() writes it, and "step". Reading it back, a field added with the text
-// task (beta2, min-lr, decay, text, tokenizer, context, tie-weights) that the metadata lacks (a
-// checkpoint written before it existed) takes RunConfig{}'s value, which is what such a run did;
-// any other missing field is refused.
+// task (beta2, min-lr, decay, text, tokenizer, context, tie-weights) or with the shard count
+// (shards) that the metadata lacks (a checkpoint written before it existed) takes RunConfig{}'s
+// value, which is what such a run did; any other missing field is refused.
 std::map<std::string, std::string> run_metadata(const RunConfig& cfg, std::int64_t step);
 // Reads a RunConfig and the step back; throws std::invalid_argument naming `source` and the key.
 RunConfig run_config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& source,

@@ -12,18 +12,19 @@ namespace {
 
 constexpr const char* kPrefix = "rng.";
 
-std::string entry_name(int rank, int worker, const std::string& module) {
-  return fmt::format("{}rank{}.worker{}.{}", kPrefix, rank, worker, module);
+std::string entry_name(std::int64_t shard, const std::string& module) {
+  return fmt::format("{}shard{}.{}", kPrefix, shard, module);
+}
+// the name a single process's worker `shard` had before runs were cut into shards
+std::string old_entry_name(std::int64_t shard, const std::string& module) {
+  return fmt::format("{}rank0.worker{}.{}", kPrefix, shard, module);
 }
 
-// Calls fn(worker index, module name, its generator) for every dropout of this rank's workers.
-template <typename Fn> void for_each_generator(models::TokenModel& model, ThreadReplicas* replicas, Fn&& fn) {
-  const int workers = replicas ? replicas->count() : 1;
-  for (int w = 0; w < workers; ++w) {
-    models::TokenModel& m = replicas ? replicas->worker(w) : model;
-    for (auto& [name, module] : m.named_modules())
-      if (auto* d = dynamic_cast<nn::Dropout*>(module)) fn(w, name, d->gen);
-  }
+// Calls fn(module index, name, its generator) for every dropout module of `model`, in module order.
+template <typename Fn> void for_each_dropout(models::TokenModel& model, Fn&& fn) {
+  int j = 0;
+  for (auto& [name, module] : model.named_modules())
+    if (auto* d = dynamic_cast<nn::Dropout*>(module)) fn(j++, name, d->gen);
 }
 
 Tensor to_tensor(const GeneratorState& s) {
@@ -52,16 +53,47 @@ GeneratorState from_tensor(const Tensor& t, const std::string& source, const std
 
 bool is_dropout_state(const std::string& name) { return name.rfind(kPrefix, 0) == 0; }
 
-NamedTensors dropout_states(models::TokenModel& model, ThreadReplicas* replicas) {
-  const int rank = distributed::rank();
+ShardDropout::ShardDropout(models::TokenModel& model, std::uint64_t seed, std::int64_t shards,
+                           distributed::ShardRange mine)
+    : shards_(shards), mine_(mine) {
+  std::vector<GeneratorState> first;
+  for_each_dropout(model, [&](int, const std::string& name, const Generator& g) {
+    modules_.push_back(name);
+    first.push_back(g.state());
+  });
+  for (std::int64_t s = mine.first; s < mine.end; ++s) {
+    if (s == 0 || modules_.empty()) {
+      gens_.push_back(first);
+      continue;
+    }
+    // as a replica of a single process's worker s draws (ThreadReplicas seeds it so)
+    const auto replica = model.replica(mix_seed(seed, static_cast<std::uint64_t>(s)));
+    std::vector<GeneratorState> own;
+    for_each_dropout(*replica, [&](int, const std::string&, const Generator& g) { own.push_back(g.state()); });
+    gens_.push_back(std::move(own));
+  }
+}
+
+void ShardDropout::load(models::TokenModel& worker, std::int64_t shard) const {
+  const auto& g = gens_.at(static_cast<std::size_t>(shard - mine_.first));
+  for_each_dropout(worker, [&](int j, const std::string&, Generator& gen) { gen.set_state(g[static_cast<std::size_t>(j)]); });
+}
+
+void ShardDropout::store(models::TokenModel& worker, std::int64_t shard) {
+  auto& g = gens_.at(static_cast<std::size_t>(shard - mine_.first));
+  for_each_dropout(worker, [&](int j, const std::string&, const Generator& gen) { g[static_cast<std::size_t>(j)] = gen.state(); });
+}
+
+NamedTensors ShardDropout::states() const {
   // one line per generator: "name w0 w1 w2 w3 has_spare spare_bits", so ranks can send them as text
   std::ostringstream mine;
-  for_each_generator(model, replicas, [&](int w, const std::string& name, const Generator& g) {
-    const GeneratorState s = g.state();
-    mine << entry_name(rank, w, name);
-    for (std::uint64_t x : s.words) mine << ' ' << x;
-    mine << ' ' << (s.has_spare ? 1 : 0) << ' ' << std::bit_cast<std::uint64_t>(s.spare) << '\n';
-  });
+  for (std::int64_t s = mine_.first; s < mine_.end; ++s)
+    for (std::size_t j = 0; j < modules_.size(); ++j) {
+      const GeneratorState& st = gens_[static_cast<std::size_t>(s - mine_.first)][j];
+      mine << entry_name(s, modules_[j]);
+      for (std::uint64_t x : st.words) mine << ' ' << x;
+      mine << ' ' << (st.has_spare ? 1 : 0) << ' ' << std::bit_cast<std::uint64_t>(st.spare) << '\n';
+    }
   const std::vector<std::string> all =
       distributed::size() > 1 ? distributed::allgather(mine.str()) : std::vector<std::string>{mine.str()};
   NamedTensors out;
@@ -80,14 +112,13 @@ NamedTensors dropout_states(models::TokenModel& model, ThreadReplicas* replicas)
   return out;
 }
 
-void restore_dropout_states(const NamedTensors& states, models::TokenModel& model, ThreadReplicas* replicas,
-                            const std::string& source) {
-  const int rank = distributed::rank();
-  for_each_generator(model, replicas, [&](int w, const std::string& module, Generator& g) {
-    const std::string name = entry_name(rank, w, module);
-    for (const auto& [n, t] : states)
-      if (n == name) g.set_state(from_tensor(t, source, n));
-  });
+void ShardDropout::restore(const NamedTensors& states, const std::string& source) {
+  for (std::int64_t s = mine_.first; s < mine_.end; ++s)
+    for (std::size_t j = 0; j < modules_.size(); ++j) {
+      const std::string name = entry_name(s, modules_[j]), old = old_entry_name(s, modules_[j]);
+      for (const auto& [n, t] : states)
+        if (n == name || n == old) gens_[static_cast<std::size_t>(s - mine_.first)][j] = from_tensor(t, source, n);
+    }
 }
 
 } // namespace headgrad::train

@@ -33,6 +33,48 @@ bool is_signed(const HeatmapGrid& grid, const Heatmap& map) {
   return map.scale == HeatmapScale::own_signed || (map.scale == HeatmapScale::grid && grid.signed_values);
 }
 
+// A cell's size: wide enough for its number when the map prints them.
+struct Cell {
+  int w, h;
+};
+bool shows_numbers(const HeatmapGrid& grid, const Heatmap& map) {
+  return grid.numbers && map.values.shape()[0] <= kHeatmapNumbersMax && map.values.shape()[1] <= kHeatmapNumbersMax;
+}
+Cell cell_of(const HeatmapGrid& grid, const Heatmap& map) {
+  return shows_numbers(grid, map) ? Cell{34, 20} : Cell{kCell, kCell};
+}
+
+// v with `decimals` decimals; a value that rounds to zero is "0.00", never "-0.00".
+std::string fixed(double v, int decimals) {
+  std::string s = fmt::format("{:.{}f}", v, decimals);
+  if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
+  return s;
+}
+
+// The largest |value| of a map, 1 for an all-zero map (its colours are then white).
+double max_abs(const Heatmap& map) {
+  double m = 0;
+  for (double a : map.values.to_vector()) m = std::max(m, std::abs(a));
+  return m == 0 ? 1 : m;
+}
+
+// The colour scale of a signed map: its own largest |value|, or the grid's shared one.
+double signed_scale(const HeatmapGrid& grid, const Heatmap& map) {
+  if (!grid.shared_scale) return max_abs(map);
+  double m = 0;
+  for (const auto& row : grid.rows)
+    for (const auto& other : row.maps)
+      if (is_signed(grid, other)) m = std::max(m, max_abs(other));
+  return m;
+}
+
+bool any_masked(const HeatmapGrid& grid) {
+  for (const auto& row : grid.rows)
+    for (const auto& map : row.maps)
+      if (map.masked.defined()) return true;
+  return false;
+}
+
 std::vector<std::string> title_lines(const std::string& title) {
   std::vector<std::string> lines;
   std::size_t start = 0;
@@ -68,8 +110,9 @@ Layout layout_of(const HeatmapGrid& grid) {
     for (std::size_t c = 0; c < grid.rows[r].maps.size(); ++c) {
       const Heatmap& map = grid.rows[r].maps[c];
       const Tensor& m = map.values;
-      l.row_h[r] = std::max(l.row_h[r], static_cast<int>(m.shape()[0]) * kCell);
-      col_w[c] = std::max(col_w[c], static_cast<int>(m.shape()[1]) * kCell);
+      const Cell cell = cell_of(grid, map);
+      l.row_h[r] = std::max(l.row_h[r], static_cast<int>(m.shape()[0]) * cell.h);
+      col_w[c] = std::max(col_w[c], static_cast<int>(m.shape()[1]) * cell.w);
       const auto lines = title_lines(map.title);
       for (const auto& line : lines) col_w[c] = std::max(col_w[c], text_width(line) - kLabel);
       l.title_h[r] = std::max(l.title_h[r], kTitleH + 14 * (static_cast<int>(lines.size()) - 1));
@@ -80,7 +123,8 @@ Layout layout_of(const HeatmapGrid& grid) {
   for (std::size_t c = 1; c < cols; ++c) l.col_x[c] = l.col_x[c - 1] + kLabel + col_w[c - 1] + kGap;
   for (std::size_t r = 1; r < rows; ++r) l.row_y[r] = l.row_y[r - 1] + l.title_h[r - 1] + kLabel + l.row_h[r - 1] + kGap;
   l.width = (cols ? l.col_x[cols - 1] + kLabel + col_w[cols - 1] : left) + kLegendW;
-  l.height = (rows ? l.row_y[rows - 1] + l.title_h[rows - 1] + kLabel + l.row_h[rows - 1] : kTop) + 48;
+  l.height = (rows ? l.row_y[rows - 1] + l.title_h[rows - 1] + kLabel + l.row_h[rows - 1] : kTop) + 48 +
+             (any_masked(grid) ? 16 : 0); // room for the hatching's line of the legend
   l.height = std::max(l.height, kTop + kLegendH);
   return l;
 }
@@ -112,32 +156,45 @@ std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const
     flat += (i ? " " : "") + lines[i];
   }
   const auto v = map.values.to_vector();
-  const bool own = is_signed(grid, map);
-  double scale = 0; // signed maps: each on its own scale, the largest |value| at full colour
-  for (double a : v) scale = std::max(scale, std::abs(a));
-  if (scale == 0) scale = 1;
+  const std::vector<std::int64_t> masked =
+      map.masked.defined() ? map.masked.to_int_vector() : std::vector<std::int64_t>{};
+  const bool own = is_signed(grid, map), numbers = shows_numbers(grid, map);
+  const double scale = own ? signed_scale(grid, map) : 1; // signed: the largest |value| at full colour
+  const Cell cell = cell_of(grid, map);
   s += fmt::format("<g><title>{} {}</title>\n", xml_escape(row_title), xml_escape(flat));
   const bool averaged = block_rows > 1 || block_cols > 1;
   for (std::int64_t i = 0; i < nq; ++i)
     for (std::int64_t j = 0; j < nk; ++j) {
-      const double w = v[static_cast<std::size_t>(i * nk + j)];
+      const auto at = static_cast<std::size_t>(i * nk + j);
+      const double w = v[at];
+      const bool is_masked = !masked.empty() && masked[at] != 0;
+      const int x0 = mx + static_cast<int>(j) * cell.w, y0 = my + static_cast<int>(i) * cell.h;
       const std::string where =
           averaged ? fmt::format("mean of rows {}..{}, columns {}..{}", i * block_rows, (i + 1) * block_rows - 1,
                                  j * block_cols, (j + 1) * block_cols - 1)
                    : fmt::format("[{}, {}]", i, j);
-      s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} = {:.4f}</title></rect>\n",
-                       mx + j * kCell, my + i * kCell, kCell, kCell, own ? signed_color(w / scale) : weight_color(w),
-                       where, w);
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} = {}{}</title></rect>\n", x0, y0,
+          cell.w, cell.h, own ? signed_color(w / scale) : weight_color(w), where, fixed(w, 4),
+          is_masked ? " (masked)" : "");
+      if (is_masked)
+        s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#masked)\"/>\n", x0, y0, cell.w,
+                         cell.h);
+      if (numbers && !(is_masked && w == 0)) {
+        const double level = own ? std::abs(w) / scale : w; // dark cells get white text
+        s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"8\" text-anchor=\"middle\" fill=\"{}\">{}</text>\n",
+                         x0 + cell.w / 2, y0 + cell.h / 2 + 3, level > 0.6 ? "white" : "black", fixed(w, 2));
+      }
     }
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n</g>\n", mx, my,
-                   nk * kCell, nq * kCell);
-  if (own) s += range_bar_svg(mx, my + static_cast<int>(nq) * kCell + 6, static_cast<int>(nk) * kCell, scale);
+                   nk * cell.w, nq * cell.h);
+  if (own) s += range_bar_svg(mx, my + static_cast<int>(nq) * cell.h + 6, static_cast<int>(nk) * cell.w, scale);
   if (averaged) return s; // a label would name one position of a block
   for (std::int64_t j = 0; j < nk && j < static_cast<std::int64_t>(grid.key_labels.size()); ++j)
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", mx + j * kCell + kCell / 2, my - 6,
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", mx + j * cell.w + cell.w / 2, my - 6,
                      xml_escape(grid.key_labels[static_cast<std::size_t>(j)]));
   for (std::int64_t i = 0; i < nq && i < static_cast<std::int64_t>(grid.query_labels.size()); ++i)
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", mx - 4, my + i * kCell + kCell / 2 + 4,
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", mx - 4, my + i * cell.h + cell.h / 2 + 4,
                      xml_escape(grid.query_labels[static_cast<std::size_t>(i)]));
   return s;
 }
@@ -164,11 +221,21 @@ std::string legend_svg(const HeatmapGrid& grid, int width, int height) {
   for (const auto& row : grid.rows)
     for (const auto& map : row.maps) (is_signed(grid, map) ? own : weights) = true;
   std::string s;
-  if (own)
+  if (own && grid.shared_scale)
+    s += fmt::format("<text x=\"10\" y=\"{}\">one signed colour scale for every panel:</text>\n"
+                     "<text x=\"10\" y=\"{}\">blue = -max, white = 0, red = +max, max = the largest |value| in "
+                     "any panel (written under each)</text>\n",
+                     height - 24, height - 10);
+  else if (own)
     s += fmt::format("<text x=\"10\" y=\"{}\">each panel has its own signed colour scale:</text>\n"
                      "<text x=\"10\" y=\"{}\">blue = -max, white = 0, red = +max, max = the largest |value| in "
                      "that panel (written under it)</text>\n",
                      height - 24, height - 10);
+  if (any_masked(grid))
+    s += fmt::format("<rect x=\"10\" y=\"{}\" width=\"12\" height=\"10\" fill=\"url(#masked)\"/><text x=\"26\" "
+                     "y=\"{}\">hatched: masked, an entry the mask removed (a key its query does not keep), not a "
+                     "computed value near 0</text>\n",
+                     height - 47, height - 38);
   const int x = width - kLegendW + 24;
   int y = kTop + 10;
   if (weights || !own) {
@@ -188,23 +255,19 @@ struct Bounded {
 
 Bounded bounded(const HeatmapGrid& given) {
   Bounded b;
-  b.grid.title = given.title;
-  b.grid.query_labels = given.query_labels;
-  b.grid.key_labels = given.key_labels;
-  b.grid.signed_values = given.signed_values;
-  for (const HeatmapRow& row : given.rows) {
-    HeatmapRow r{row.title, {}};
+  b.grid = given; // every setting; the maps' tensors are shared, not copied
+  for (HeatmapRow& row : b.grid.rows) {
     auto& blocks = b.blocks.emplace_back();
-    for (const Heatmap& map : row.maps) {
+    for (Heatmap& map : row.maps) {
       BlockAverages a = block_averages(map.values);
-      std::string title = map.title;
-      if (a.block_rows > 1 || a.block_cols > 1)
-        title += fmt::format("\n{} x {}, shown as means of {} x {} blocks", map.values.shape()[0],
-                             map.values.shape()[1], a.block_rows, a.block_cols);
-      r.maps.push_back({title, std::move(a.values), map.scale});
+      if (a.block_rows > 1 || a.block_cols > 1) {
+        map.title += fmt::format("\n{} x {}, shown as means of {} x {} blocks", map.values.shape()[0],
+                                 map.values.shape()[1], a.block_rows, a.block_cols);
+        map.values = std::move(a.values);
+        map.masked = Tensor(); // a block mixes kept and masked entries: its mean is what it shows
+      }
       blocks.emplace_back(a.block_rows, a.block_cols);
     }
-    b.grid.rows.push_back(std::move(r));
   }
   return b;
 }
@@ -243,6 +306,10 @@ std::string render_heatmaps_svg(const HeatmapGrid& given) {
       "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"10\" y=\"24\" font-size=\"15\">{}</text>\n",
       l.width, l.height, l.width, l.height, xml_escape(grid.title));
+  if (any_masked(grid)) // the hatching of masked entries: grey stripes over a light grey
+    s += "<defs><pattern id=\"masked\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+         "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#eeeeee\"/><line x1=\"0\" y1=\"0\" "
+         "x2=\"0\" y2=\"6\" stroke=\"#8a8a8a\" stroke-width=\"2\"/></pattern></defs>\n";
   for (std::size_t r = 0; r < grid.rows.size(); ++r) {
     const HeatmapRow& row = grid.rows[r];
     s += fmt::format("<text x=\"8\" y=\"{}\" font-weight=\"bold\">{}</text>\n",

@@ -20,7 +20,13 @@ struct Heatmap {
   std::string title; // above the map, e.g. "head 1"; '\n' starts a second line
   Tensor values;     // 2-D (rows, cols)
   HeatmapScale scale = HeatmapScale::grid;
+  // bool (rows, cols), or undefined: true marks an entry the mask removed (a key its query does
+  // not keep); it is hatched, so a masked entry never looks like a computed value near zero
+  Tensor masked = Tensor();
 };
+
+// Maps of at most this many rows and columns print each value in its cell when the grid asks.
+constexpr std::int64_t kHeatmapNumbersMax = 8;
 
 struct HeatmapRow {
   std::string title; // left of the row, e.g. "layer 0"
@@ -36,6 +42,12 @@ struct HeatmapGrid {
   // scale, blue (most negative) .. white (0) .. red (most positive), with its range under it, and
   // the legend says so; hover shows the raw value. A map's own `scale` overrides this.
   bool signed_values = false;
+  // Signed maps on one shared scale (max = the largest |value| over all of them) instead of
+  // each on its own: colours then compare across panels.
+  bool shared_scale = false;
+  // Each value printed in its cell (2 decimals), in maps of at most kHeatmapNumbersMax x
+  // kHeatmapNumbersMax; a masked entry shows its number only when it is not 0.
+  bool numbers = false;
 };
 
 // The most cells a map is drawn with along each axis. A larger map (a T x T attention map of a

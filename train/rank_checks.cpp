@@ -18,9 +18,21 @@ void check_same_settings(const TrainOptions& o) {
   settings.emplace_back("the accuracy to stop at", to_text(o.stop_at_seq_acc));
   settings.emplace_back("--resume", o.resume.empty() ? "(none)" : o.resume);
   settings.emplace_back("--overwrite", o.overwrite ? "yes" : "no");
+  settings.emplace_back("--reshard", o.reshard ? "yes" : "no");
+  settings.emplace_back("--rank-timeout", to_text(o.rank_timeout));
   if (const auto d = first_difference(settings))
     throw CollectiveError(fmt::format("ranks disagree on {}: rank {} has {}, rank 0 has {}", d->name, d->rank, d->value,
                                       d->root_value));
+}
+
+void check_same_data(const TaskData& data) {
+  const data::TextCorpus* corpus = data.corpus();
+  std::vector<std::pair<std::string, std::string>> mine; // (a toy task has nothing to read)
+  if (corpus) mine.emplace_back("fingerprint", fmt::format("{:016x}", corpus->fingerprint));
+  if (const auto d = first_difference(mine))
+    throw CollectiveError(fmt::format("the ranks read different texts: rank {}'s {} has fingerprint {}, rank 0's {}; "
+                                      "every rank must read the same contents",
+                                      d->rank, corpus ? corpus->source : "text", d->value, d->root_value));
 }
 
 void check_same_start(const models::TokenModel& model, const optim::Optimizer& optimizer) {

@@ -86,6 +86,9 @@ void RunConfig::validate() const {
     throw std::invalid_argument(fmt::format("--context must be at most {}, got {}", data::kMaxSeqLen, context));
   if (min_lr > lr)
     throw std::invalid_argument(fmt::format("--min-lr ({}) must not exceed --lr ({})", min_lr, lr));
+  if (shards > batch)
+    throw std::invalid_argument(
+        fmt::format("--shards {} exceeds --batch {}: every shard needs a sequence of each batch", shards, batch));
   if (min_len > max_len)
     throw std::invalid_argument(fmt::format("--min-len ({}) must not exceed --max-len ({})", min_len, max_len));
   if (max_len > data::kMaxSeqLen)
@@ -176,10 +179,10 @@ std::string rule_error(const FieldInfo& f, const std::string& v) {
   return fmt::format("--{} must be {}, got '{}'", f.flag, choice_list(c), v);
 }
 
-std::vector<ResumeConflict> resume_conflicts(const RunConfig& run, const RunConfig& checkpoint) {
+std::vector<ResumeConflict> resume_conflicts(const RunConfig& run, const RunConfig& checkpoint, bool reshard) {
   std::vector<ResumeConflict> out;
   visit_run_fields([&](const FieldInfo& f, auto member) {
-    if (must_match_on_resume(f.role) && run.*member != checkpoint.*member)
+    if (must_match_on_resume(f.role) && !(reshard && f.role == Role::layout) && run.*member != checkpoint.*member)
       out.push_back({f, to_text(run.*member), to_text(checkpoint.*member)});
   });
   return out;

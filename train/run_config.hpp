@@ -40,6 +40,10 @@ struct RunConfig {
   std::string tokenizer = "chars"; // chars | bytes
   std::int64_t context = 64;
   std::string tie_weights = "on";  // on | off
+  // S, the shards each batch is cut into and whose gradients are added in the shard tree
+  // (framework/distributed/shard_tree.hpp); 0: ranks x threads (the trainer sets the value the
+  // run uses, which checkpoints keep). The bits of a run depend on S, not on the layout.
+  std::int64_t shards = 0;
 
   // The defaults of `headgrad train --task text`: nanoGPT's shakespeare_char recipe at its CPU
   // size (README: n_layer 4, n_head 4, n_embd 128, block_size 64, batch 12, max_iters and
@@ -65,8 +69,12 @@ enum class Role {
   tunable, // an optimiser setting: a value given on resume replaces the checkpoint's
   compute, // how a step is computed (same parameters, same results up to rounding): not stored in
            // checkpoints; a run, resumed or not, takes it from its flags
+  layout,  // how a step's sums are cut up (the shard count): the objective does not depend on it,
+           // the bits do. Stored; must match on resume, unless the run asks to reshard
 };
-inline bool must_match_on_resume(Role role) { return role == Role::shape || role == Role::fixed; }
+inline bool must_match_on_resume(Role role) {
+  return role == Role::shape || role == Role::fixed || role == Role::layout;
+}
 inline bool stored_in_checkpoint(Role role) { return role != Role::compute; }
 
 // The valid values of a field; `note` follows the rule in its error message.
@@ -158,6 +166,11 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
   visit(FieldInfo{"tie-weights", "task text: the output layer shares the token embedding's weight, on or off",
                   Role::shape, one_of({"on", "off"}), Applies::text_task},
         &R::tie_weights);
+  visit(FieldInfo{"shards", "cut each batch into S shards whose gradients add up in one fixed tree: the bits depend "
+                  "on S, not on how ranks and threads share the shards (0: ranks x threads; each shard runs on one "
+                  "thread; S between the ranks and --batch)",
+                  Role::layout, at_least(0)},
+        &R::shards);
 }
 
 // A field's value as text (the checkpoint metadata, --help defaults, messages) and back. Reals
@@ -191,6 +204,7 @@ struct ResumeConflict {
   FieldInfo field;
   std::string run_value, checkpoint_value;
 };
-std::vector<ResumeConflict> resume_conflicts(const RunConfig& run, const RunConfig& checkpoint);
+// With `reshard`, a layout field may differ (the run continues with other bits).
+std::vector<ResumeConflict> resume_conflicts(const RunConfig& run, const RunConfig& checkpoint, bool reshard = false);
 
 } // namespace headgrad::train

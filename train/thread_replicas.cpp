@@ -1,5 +1,6 @@
 #include "train/thread_replicas.hpp"
 
+#include "framework/distributed/shard_gradients.hpp"
 #include "framework/random.hpp"
 
 namespace headgrad::train {
@@ -18,7 +19,18 @@ void ThreadReplicas::follow_mode() {
 }
 
 void ThreadReplicas::add_gradients_to_model() {
-  for (auto& r : replicas_) model_.take_gradients_from(*r);
+  std::vector<NamedTensors> lists;
+  std::vector<distributed::ShardRange> blocks;
+  for (int i = 0; i < count(); ++i) {
+    lists.push_back(worker(i).named_parameters());
+    blocks.push_back({i, i + 1});
+  }
+  distributed::ShardGradients sums(count(), lists);
+  sums.begin(blocks);
+  std::vector<Tensor> total(sums.parameter_count());
+  for (std::size_t i = 0; i < total.size(); ++i) total[i] = sums.sum(i);
+  sums.end();
+  for (std::size_t i = 0; i < total.size(); ++i) lists[0][i].second.impl()->grad = total[i].impl_ptr();
 }
 
 std::unique_ptr<ThreadReplicas> workers_for(models::TokenModel& model, int threads, std::uint64_t seed) {

@@ -3,7 +3,8 @@
 // as it saves. Instead each thread runs the whole forward and backward on its own rows of the
 // batch, with every op on one thread, and the gradients are added up once at the end (the design
 // of data-parallel training - PyTorch DDP, Li et al. 2020 - inside one process, with shared
-// parameter memory instead of an all-reduce).
+// parameter memory instead of an all-reduce). train_step spreads a batch's shards over the workers
+// and adds their gradients in the shard tree (framework/distributed/shard_tree.hpp).
 #pragma once
 #include <memory>
 #include <vector>
@@ -24,8 +25,9 @@ public:
 
   // Puts every replica in the model's train/eval mode.
   void follow_mode();
-  // The model's gradients += every replica's, in worker order (deterministic); the replicas'
-  // gradients are dropped.
+  // The model's gradients become the sum of every worker's (the model's included), worker i
+  // counting as shard i of count() shards and the sum taken in the shard tree, the bits of the
+  // same shards run anywhere else; the replicas' gradients are dropped.
   void add_gradients_to_model();
 
 private:

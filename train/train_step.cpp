@@ -10,12 +10,16 @@
 #include <vector>
 
 #include "framework/distributed/communicator.hpp"
+#include "framework/distributed/shard_gradients.hpp"
+#include "framework/distributed/shard_tree.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "train/rank_shard.hpp"
 
 namespace headgrad::train {
 namespace {
+
+using distributed::ShardRange;
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -77,84 +81,115 @@ double loss_and_gradients(models::TokenModel& model, optim::Optimizer& optimizer
   return value;
 }
 
-// Rows [first, first + count) of `batch` split over n workers, worker i (worker_of(i)) on a thread
-// of its own taking rows [first + count i / n, first + count (i + 1) / n): forward and backward,
-// its mean loss weighted by its rows' share of `all_valid` valid positions, so that the weighted
-// losses add up to the mean over those positions and their gradients to its gradient. Returns the
-// sum of the weighted losses. Sets *forward_done (if given) when worker 0's forward ends: the step's
-// phases are worker 0's timeline.
-template <typename WorkerOf>
-double weighted_losses_and_gradients(WorkerOf worker_of, const data::Batch& batch, std::int64_t first,
-                                     std::int64_t count, int n, std::int64_t all_valid, double* forward_done) {
-  std::vector<double> losses(static_cast<std::size_t>(n), 0.0);
+// The shards of one rank, spread over n workers: worker i (worker_of(i)) runs the shards
+// block_of(i) one after the other on a thread of its own - every op on that one thread, so that a
+// shard's gradient has the same bits whichever worker of whichever rank runs it - each shard's mean
+// loss weighted by its rows' share of `all_valid` valid positions (so the weighted losses add up
+// to the mean over the global batch and their gradients to its gradient); after each backward but
+// a worker's last, keep(i). Returns each shard's weighted loss, indexed from node.first. Adds
+// worker 0's forward time to *forward_seconds (if given): the step's phases are its timeline.
+template <typename WorkerOf, typename BlockOf, typename Keep>
+std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, int n, const data::Batch& batch,
+                               std::int64_t shards, ShardRange node, ShardDropout* dropout, double* forward_seconds) {
+  const std::int64_t rows = batch.tokens.shape()[0];
+  const double all_valid = static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
+  std::vector<double> losses(static_cast<std::size_t>(node.count()), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
 #pragma omp parallel num_threads(n)
   {
     const int i = omp_get_thread_num();
+    omp_set_num_threads(1); // this thread's ops run alone (a parallel region of one thread would not say so)
     try {
-      const data::Batch rows = data::slice_batch(batch, first + count * i / n, count * (i + 1) / n - count * i / n);
-      const double share = static_cast<double>(rows.valid_tokens) / static_cast<double>(std::max<std::int64_t>(all_valid, 1));
-      const Tensor loss = weighted_loss(worker_of(i), rows, share);
-      losses[static_cast<std::size_t>(i)] = loss.item();
-      if (i == 0 && forward_done) *forward_done = now();
-      loss.backward();
+      const ShardRange block = block_of(i);
+      for (std::int64_t s = block.first; s < block.end; ++s) {
+        const ShardRange r = distributed::shard_rows(rows, shards, s);
+        const data::Batch part = data::slice_batch(batch, r.first, r.count());
+        const double t0 = i == 0 && forward_seconds ? now() : 0;
+        if (dropout) dropout->load(worker_of(i), s); // shard s's masks, whoever runs it
+        const Tensor loss = weighted_loss(worker_of(i), part, static_cast<double>(part.valid_tokens) / all_valid);
+        if (dropout) dropout->store(worker_of(i), s);
+        losses[static_cast<std::size_t>(s - node.first)] = loss.item();
+        if (i == 0 && forward_seconds) *forward_seconds += now() - t0;
+        loss.backward();
+        if (s + 1 < block.end) keep(i);
+      }
     } catch (...) {
       errors[static_cast<std::size_t>(i)] = std::current_exception();
     }
   }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
-  double value = 0;
-  for (double l : losses) value += l;
-  return value;
+  return losses;
 }
 
-// The same with the batch's rows split over the workers, one thread each, and their gradients
-// added to the model's.
-double loss_and_gradients(ThreadReplicas& workers, optim::Optimizer& optimizer, const data::Batch& batch,
-                          std::int64_t step, StepPhases* phases) {
-  const std::int64_t B = batch.tokens.shape()[0];
-  const int n = static_cast<int>(std::min<std::int64_t>(workers.count(), B));
-  optimizer.zero_grad();
-  workers.follow_mode();
-  const double t0 = phases ? now() : 0;
-  double forward_done = t0;
-  const double value = weighted_losses_and_gradients([&](int i) -> models::TokenModel& { return workers.worker(i); },
-                                                     batch, 0, B, n, batch.valid_tokens, phases ? &forward_done : nullptr);
-  workers.add_gradients_to_model();
-  if (phases) {
-    phases->forward += forward_done - t0;
-    phases->backward += now() - forward_done; // up to the last worker's end and the gradient sum
+// The sum of the shards' losses in the shard tree (the node's, or with across_ranks every rank's:
+// each rank fills its slots of an S-vector, zeros elsewhere, so the all-reduce adds each loss only
+// to zeros, exactly, and every rank adds the S losses in the tree itself).
+double tree_loss(const std::vector<double>& node_losses, ShardRange node, std::int64_t shards, bool across_ranks) {
+  std::vector<double> losses = node_losses;
+  ShardRange range = node;
+  if (across_ranks) {
+    losses.assign(static_cast<std::size_t>(shards), 0.0);
+    std::copy(node_losses.begin(), node_losses.end(), losses.begin() + node.first);
+    distributed::allreduce_sum(losses.data(), shards);
+    range = {0, shards};
   }
-  check_loss(value, optimizer.params(), step);
-  return value;
+  distributed::TreeSum<double> tree(shards);
+  for (std::int64_t s = range.first; s < range.end; ++s)
+    tree.push({s, s + 1}, losses[static_cast<std::size_t>(s - range.first)], [](double& l, double r) { l += r; });
+  return tree.take();
 }
 
-// One rank of several: its shard of the batch, split over its workers (the model and its thread
-// replicas, if any), each worker's loss weighted by its share of the whole batch's valid positions
-// (known to every rank: each one has the whole batch), while `across_ranks` sums the gradients
-// over the workers and the ranks as backward makes them final. The loss is summed over the ranks
-// too before it is checked, so every rank takes the same decisions.
-double loss_and_gradients(distributed::BucketedAllreduce& across_ranks, models::TokenModel& model,
-                          ThreadReplicas* replicas, optim::Optimizer& optimizer, const data::Batch& batch,
-                          std::int64_t step, StepPhases* phases) {
-  const Shard shard = shard_of(batch.tokens.shape()[0], distributed::rank(), distributed::size());
-  const int n = static_cast<int>(std::min<std::int64_t>(replicas ? replicas->count() : 1, shard.count));
+// A step over S shards: this rank's shards of the batch (every shard in a job of one rank, the
+// rank's node of the shard tree under MPI: shard_tree.hpp), spread over its workers (the model and
+// its thread replicas, if any). The gradients are added in the shard tree - over the workers by
+// ShardGradients, across ranks by `across_ranks` while backward runs - and so are the losses, so
+// that the step has the same bits however the S shards are spread over ranks and threads.
+double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* replicas,
+                                  distributed::BucketedAllreduce* across_ranks, ShardDropout* dropout,
+                                  optim::Optimizer& optimizer, const data::Batch& batch, std::int64_t shards,
+                                  std::int64_t step, StepPhases* phases) {
+  const std::int64_t rows = batch.tokens.shape()[0];
+  if (shards > rows)
+    throw std::invalid_argument(fmt::format("train_step: {} shards of a batch of {} rows (every shard needs a row)",
+                                            shards, rows));
+  auto worker_of = [&](int i) -> models::TokenModel& { return replicas ? replicas->worker(i) : model; };
+  const int workers = replicas ? replicas->count() : 1;
   optimizer.zero_grad();
   if (replicas) replicas->follow_mode();
   const double t0 = phases ? now() : 0;
-  double forward_done = t0;
-  across_ranks.begin(n);
-  double value = 0;
-  if (n > 0)
-    value = weighted_losses_and_gradients(
-        [&](int i) -> models::TokenModel& { return replicas ? replicas->worker(i) : model; }, batch, shard.first,
-        shard.count, n, batch.valid_tokens, phases ? &forward_done : nullptr);
-  across_ranks.finish();
-  distributed::allreduce_sum(&value, 1);
+  double forward = 0;
+  std::vector<double> losses;
+  ShardRange node{0, shards};
+  if (across_ranks) {
+    node = across_ranks->rank_shards();
+    const int n = across_ranks->max_active();
+    across_ranks->begin(n);
+    losses = run_shards(worker_of, [&](int i) { return across_ranks->worker_block(i); },
+                        [&](int i) { across_ranks->keep(i); }, n, batch, shards, node, dropout,
+                        phases ? &forward : nullptr);
+    across_ranks->finish();
+  } else {
+    const int n = static_cast<int>(std::min<std::int64_t>(workers, shards));
+    std::vector<NamedTensors> lists;
+    std::vector<ShardRange> blocks;
+    for (int i = 0; i < n; ++i) {
+      lists.push_back(worker_of(i).named_parameters());
+      blocks.push_back(distributed::worker_shards(node, n, i));
+    }
+    distributed::ShardGradients sums(shards, lists);
+    sums.begin(blocks);
+    losses = run_shards(worker_of, [&](int i) { return blocks[static_cast<std::size_t>(i)]; },
+                        [&](int i) { sums.keep(i); }, n, batch, shards, node, dropout, phases ? &forward : nullptr);
+    std::vector<Tensor> total(sums.parameter_count());
+    for (std::size_t i = 0; i < total.size(); ++i) total[i] = sums.sum(i);
+    sums.end(); // the replicas' gradients go; the model's are the sums
+    for (std::size_t i = 0; i < total.size(); ++i) lists[0][i].second.impl()->grad = total[i].impl_ptr();
+  }
+  const double value = tree_loss(losses, node, shards, across_ranks != nullptr);
   if (phases) {
-    phases->forward += forward_done - t0;
-    phases->backward += now() - forward_done; // with the gradient sums over the ranks
+    phases->forward += forward;
+    phases->backward += now() - t0 - forward; // with the other workers' and shards' ends, and the sums
   }
   check_loss(value, optimizer.params(), step);
   return value;
@@ -185,17 +220,22 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
 
 StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                       const StepSettings& s, StepPhases* phases, ThreadReplicas* replicas,
-                      distributed::BucketedAllreduce* across_ranks) {
+                      distributed::BucketedAllreduce* across_ranks, ShardDropout* dropout) {
   const nn::NamedTensors& params = optimizer.params();
   optimizer.set_lr(s.lr);
   StepResult r;
   // (the loss and the logits are gone before the update: their memory is free for it)
-  if (across_ranks)
-    r.loss = loss_and_gradients(*across_ranks, model, replicas, optimizer, batch, s.step, phases);
-  else if (replicas && replicas->count() > 1)
-    r.loss = loss_and_gradients(*replicas, optimizer, batch, s.step, phases);
+  const std::int64_t rows = batch.tokens.shape()[0];
+  std::int64_t shards = s.shards; // 0: one per worker, the worker count limited by the rows
+  if (across_ranks && shards != 0 && shards != across_ranks->shards())
+    throw std::logic_error(fmt::format("train_step: {} shards, but the all-reduce was made for {}", shards,
+                                       across_ranks->shards()));
+  if (across_ranks) shards = across_ranks->shards();
+  if (shards == 0) shards = std::min<std::int64_t>(replicas ? replicas->count() : 1, rows);
+  if (s.shards == 0 && shards == 1 && !across_ranks && !dropout)
+    r.loss = loss_and_gradients(model, optimizer, batch, s.step, phases); // every op on every thread
   else
-    r.loss = loss_and_gradients(model, optimizer, batch, s.step, phases);
+    r.loss = sharded_loss_and_gradients(model, replicas, across_ranks, dropout, optimizer, batch, shards, s.step, phases);
   const double t2 = phases ? now() : 0;
   r.grad_norm = clip_and_check(params, s.clip, s.step);
   const double t3 = phases ? now() : 0;

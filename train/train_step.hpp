@@ -9,6 +9,7 @@
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "models/transformer.hpp"
+#include "train/dropout_state.hpp"
 #include "train/thread_replicas.hpp"
 
 namespace headgrad::train {
@@ -23,6 +24,7 @@ struct StepSettings {
   std::int64_t step; // 1-based, for messages
   double lr;         // this step's learning rate (the schedule's value)
   double clip;       // global gradient-norm bound (0: no clipping)
+  std::int64_t shards = 0; // S, the shards the batch is cut into (0: one per worker, at most one per row)
 };
 
 struct StepResult {
@@ -35,21 +37,29 @@ struct StepPhases {
   double forward = 0, backward = 0, clip = 0, optimizer = 0;
 };
 
-// `optimizer` updates `model`'s parameters (as make_optimizer builds it). With `replicas` (model's,
-// more than one worker) the batch's rows are split over them, each worker runs forward and
-// backward on its rows on a thread of its own, every loss weighted by its share of the batch's
-// valid positions (so the gradients add up to the whole batch's), and the replicas' gradients
-// are added to the model's before clipping. With `across_ranks` (one rank of an MPI job, made by
-// gradient_allreduce_for in train/rank_shard.hpp) every rank has the whole batch and trains on its
-// shard of it (shard_of), split over its workers as above; each worker's loss is weighted by its
-// share of the whole batch's valid positions, and the gradients are summed over the workers and
-// ranks while backward runs, so every rank updates with the whole batch's gradient and reports
-// the whole batch's loss. Throws NonFiniteError (on every rank alike):
+// `optimizer` updates `model`'s parameters (as make_optimizer builds it). The batch is cut into S =
+// settings.shards shards (distributed::shard_rows: rows B s / S .. B (s + 1) / S). With S = 1 and
+// no replicas the whole batch runs on this thread, every op using the process's threads. Else the
+// shards are spread over the workers - the model and its `replicas`, at most one per shard - each
+// on a thread of its own running its contiguous block of shards one after the other, every op on
+// that one thread; each shard's loss is weighted by its share of the batch's valid positions (so
+// the gradients add up to the whole batch's), and the shards' gradients and losses are added in
+// the shard tree (framework/distributed/shard_tree.hpp) into the model's before clipping. With
+// `across_ranks` (one rank of an MPI job, made by gradient_allreduce_for in train/rank_shard.hpp)
+// every rank has the whole batch and trains its node of the shard tree, and the gradients are
+// summed over the workers and ranks in the same tree while backward runs, so every rank updates
+// with the whole batch's gradient and reports the whole batch's loss - with the same bits
+// however the shards are spread over ranks and threads. S = 0: one shard per worker (of every
+// rank), at most one per row; S must not exceed the rows (std::invalid_argument). Throws
+// NonFiniteError (on every rank alike):
 //   "step 21: the loss is nan (first non-finite tensor: parameter 'dense.weight'); training stopped"
 //   "step 21: the gradient of 'x' is not finite (parameter 'y' itself is not finite); training
 //    stopped before the update"
+// With `dropout` (this rank's shards' generators, train/dropout_state.hpp), shard s draws its
+// dropout masks from shard s's generators whichever worker runs it; without, each worker from its
+// own (the masks then depend on how the shards are spread).
 StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                       const StepSettings& settings, StepPhases* phases = nullptr, ThreadReplicas* replicas = nullptr,
-                      distributed::BucketedAllreduce* across_ranks = nullptr);
+                      distributed::BucketedAllreduce* across_ranks = nullptr, ShardDropout* dropout = nullptr);
 
 } // namespace headgrad::train

@@ -11,6 +11,7 @@
 #include "framework/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
+#include "framework/distributed/shard_tree.hpp"
 #include "framework/profiler.hpp"
 #include "framework/random.hpp"
 #include "framework/runtime/threads.hpp"
@@ -53,9 +54,10 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 // A resumed run rebuilds the checkpoint's model and continues its batches: every field that must
 // match on resume has to, or batches, metadata and model would silently disagree.
-void check_resumable(const RunConfig& run, const RunConfig& checkpoint, const std::string& path) {
+void check_resumable(const RunConfig& run, RunConfig checkpoint, const std::string& path, bool reshard) {
+  if (checkpoint.shards == 0) checkpoint.shards = run.shards; // saved before runs kept their shard count
   std::string differ;
-  for (const ResumeConflict& c : resume_conflicts(run, checkpoint))
+  for (const ResumeConflict& c : resume_conflicts(run, checkpoint, reshard))
     differ += fmt::format("{}{} {} (checkpoint: {})", differ.empty() ? "" : ", ", c.field.flag, c.run_value,
                           c.checkpoint_value);
   if (!differ.empty())
@@ -67,37 +69,28 @@ void check_resumable(const RunConfig& run, const RunConfig& checkpoint, const st
 struct Trainee {
   std::unique_ptr<models::TokenModel> model;
   std::unique_ptr<optim::Optimizer> optimizer;
-  std::unique_ptr<ThreadReplicas> workers; // threads > 1: the batch's rows split over threads
+  std::unique_ptr<ThreadReplicas> workers; // threads > 1: the rank's shards spread over threads
+  std::unique_ptr<ShardDropout> dropout;   // the dropout generators of the rank's shards
   std::unique_ptr<distributed::BucketedAllreduce> across_ranks; // several ranks: the gradient sums
   std::int64_t start = 0;                  // steps done before this invocation
 };
-
-// The seed of rank r's dropout masks (its model's and its thread replicas'): rank 0 draws what one
-// process draws; every other rank draws masks of its own for its rows.
-std::uint64_t dropout_seed(std::uint64_t seed, int rank) {
-  return rank == 0 ? seed : mix_seed(seed ^ 0x52414e4b'53454544ull, static_cast<std::uint64_t>(rank)); // "RANKSEED"
-}
 
 Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& data) {
   Trainee t;
   if (resumed) {
     data.check_same_text(resumed->metadata, o.resume); // first: another text also changes the vocab
-    check_resumable(o.run, resumed->config, o.resume);
+    check_resumable(o.run, resumed->config, o.resume, o.reshard);
     t.model = std::move(resumed->model);
     t.start = resumed->step;
   } else {
     t.model = make_model(o.run, o.run.seed);
   }
-  const int rank = distributed::rank();
-  if (rank > 0) { // the same values in a model whose dropout has a seed of its own
-    auto own = make_model(o.run, dropout_seed(o.run.seed, rank));
-    own->load_parameters(t.model->named_parameters(), "the run's model");
-    t.model = std::move(own);
-  }
+  const distributed::ShardRange mine = distributed::rank_shards(o.run.shards, distributed::size(), distributed::rank());
+  t.dropout = std::make_unique<ShardDropout>(*t.model, o.run.seed, o.run.shards, mine); // (before any step)
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
-  NamedTensors dropout;
+  // the masks continue where the checkpoint's run left them (every shard)
   if (resumed) {
-    dropout = load_optimizer_state(o.resume, t.start, *t.optimizer);
+    t.dropout->restore(load_optimizer_state(o.resume, t.start, *t.optimizer), optimizer_path_for(o.resume));
     // A run's optimizer steps once per training step: a state whose own count is another (a
     // damaged file, or one from another run) would continue with Adam's bias corrections of
     // another step.
@@ -106,9 +99,8 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& d
                                               "file is damaged or belongs to another run)",
                                               optimizer_path_for(o.resume), t.optimizer->steps(), t.start));
   }
-  t.workers = workers_for(*t.model, o.threads, dropout_seed(o.run.seed, rank));
-  // the masks continue where the checkpoint's run left them (every rank, every worker)
-  restore_dropout_states(dropout, *t.model, t.workers.get(), optimizer_path_for(o.resume));
+  // one worker per thread, at most one per shard of this rank
+  t.workers = workers_for(*t.model, static_cast<int>(std::min<std::int64_t>(o.threads, mine.count())), o.run.seed);
   return t;
 }
 
@@ -139,6 +131,7 @@ public:
         continues_log_(continues_log) {
     sum_.steps = t_.start;
     sum_.ranks = distributed::size();
+    sum_.shards = o.run.shards;
   }
 
   TrainSummary run() {
@@ -181,8 +174,8 @@ private:
     const double lr = schedule_.at(s);
     StepResult r;
     try {
-      r = train_step(*t_.model, *t_.optimizer, batch, {s, lr, cfg_.clip}, nullptr, t_.workers.get(),
-                     t_.across_ranks.get());
+      r = train_step(*t_.model, *t_.optimizer, batch, {s, lr, cfg_.clip, cfg_.shards}, nullptr, t_.workers.get(),
+                     t_.across_ranks.get(), t_.dropout.get());
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(fmt::format("{}, the last checkpoint {} is intact", e.what(), last_checkpoint()));
     }
@@ -229,10 +222,10 @@ private:
     }
   }
 
-  // Every rank calls it (the dropout states of every rank go into rank 0's file). The log reaches
-  // the disk first: whenever a checkpoint of step s is on disk, so are the log's rows up to s.
+  // Every rank calls it (the dropout states of every rank's shards go into rank 0's file). The log
+  // reaches the disk first: whenever a checkpoint of step s is on disk, so are the log's rows up to s.
   void save(std::int64_t s) {
-    CheckpointExtras extras{data_.checkpoint_metadata(), dropout_states(*t_.model, t_.workers.get())};
+    CheckpointExtras extras{data_.checkpoint_metadata(), t_.dropout->states()};
     if (csv_) csv_->flush();
     if (root_) save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s, extras);
     sum_.checkpoint = model_path_;
@@ -279,14 +272,24 @@ private:
   const bool continues_log_;
 };
 
+// S when the run does not say: one shard per thread of every rank (the threads may differ between
+// ranks: their sum), at most one per sequence of the batch. A collective.
+std::int64_t default_shards(const TrainOptions& o) {
+  std::int64_t threads = 0;
+  for (const std::string& t : distributed::allgather(std::to_string(std::max(o.threads, 1)))) threads += std::stoll(t);
+  return std::max<std::int64_t>(1, std::min(threads, o.run.batch));
+}
+
 TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
   const int ranks = distributed::size();
+  distributed::set_rank_timeout(options.rank_timeout);
   if (ranks > 1) check_same_settings(options);
   // Errors that some ranks may see and others not (a directory exists on rank 0's machine only)
   // reach every rank, so that all stop here together.
   std::optional<RunDirectory> out_dir; // held until the run ends (rank 0's)
   std::optional<TaskData> data;
-  TrainOptions o = options; // a text run's vocab is its corpus's
+  TrainOptions o = options; // a text run's vocab is its corpus's, and its shard count resolved
+  if (o.run.shards == 0) o.run.shards = default_shards(o);
   Trainee trainee;
   distributed::agree([&] {
     data.emplace(o.run);
@@ -301,6 +304,20 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
       throw std::invalid_argument(fmt::format("--batch {} is smaller than the {} ranks: each rank needs a sequence of "
                                               "every batch",
                                               o.run.batch, ranks));
+    if (o.run.shards > o.run.batch)
+      throw std::invalid_argument(fmt::format("--shards {} exceeds --batch {}: every shard needs a sequence of each "
+                                              "batch",
+                                              o.run.shards, o.run.batch));
+    if (o.run.shards < ranks && resumed && resumed->config.shards == o.run.shards)
+      throw std::invalid_argument(fmt::format("the checkpoint's {} shards cannot be spread over {} ranks (each rank "
+                                              "needs one); resume on at most {} ranks to continue bit for bit, or add "
+                                              "--reshard to continue with ranks x threads shards (other bits)",
+                                              o.run.shards, ranks, o.run.shards));
+    if (o.run.shards < ranks)
+      throw std::invalid_argument(fmt::format("--shards {} is fewer than the {} ranks: each rank needs a shard",
+                                              o.run.shards, ranks));
+    if (o.reshard && !resumed)
+      throw std::invalid_argument("--reshard continues a checkpoint with another shard count: it needs --resume");
     // before anything of the size of a batch or the model is allocated
     check_fits_in_memory(training_memory(o.run, ranks, data->corpus() ? static_cast<double>(data->corpus()->tokens.bytes()) : 0),
                          o.run, distributed::local_size());
@@ -309,8 +326,9 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
     if (distributed::rank() == 0) out_dir.emplace(o.out_dir, o.resume, o.overwrite);
   });
   if (ranks > 1) {
+    check_same_data(*data);
     check_same_start(*trainee.model, *trainee.optimizer);
-    trainee.across_ranks = gradient_allreduce_for(*trainee.model, trainee.workers.get());
+    trainee.across_ranks = gradient_allreduce_for(*trainee.model, trainee.workers.get(), o.run.shards);
   }
   return TrainingLoop(o, std::move(trainee), *data, out_dir && out_dir->continues_run()).run();
 }

@@ -13,6 +13,14 @@
 
 namespace headgrad::train {
 
+// How long a rank waits for the others in a collective before the job ends (seconds; see
+// distributed::set_rank_timeout). 5 minutes: well above the longest wait of a healthy run (the
+// other ranks waiting while rank 0 evaluates, saves and draws, or while a rank reads a large corpus
+// or checkpoint at start-up: seconds to a minute here), so that only a rank that stopped trips it,
+// and a stalled job holds its machines 5 minutes rather than PyTorch's 30 (the default timeout of
+// torch.distributed.init_process_group, sized for jobs whose checkpoints take that long).
+inline constexpr double kDefaultRankTimeout = 300;
+
 struct TrainOptions {
   RunConfig run;
   std::int64_t eval_every = 500;
@@ -21,6 +29,8 @@ struct TrainOptions {
   std::string out_dir;             // created if missing
   std::string resume;              // model.safetensors of an earlier run, or ""
   bool overwrite = false;          // replace another run's checkpoint found in out_dir
+  bool reshard = false;            // resume with another shard count than the checkpoint's
+  double rank_timeout = kDefaultRankTimeout; // seconds (0: wait forever); several ranks only
   int threads = 1;
   bool json = false;
   bool profile = false;
@@ -40,6 +50,7 @@ struct TrainSummary {
   std::vector<double> losses;      // every step's loss in this invocation (tests)
   std::string checkpoint;          // path of the last saved model file
   int ranks = 1;                   // MPI ranks that trained (distributed::size())
+  std::int64_t shards = 1;         // S, the shards of every batch (run.shards as the run resolved it)
   distributed::CommStats comm;     // this rank's gradient all-reduce (ranks > 1)
 };
 
@@ -48,9 +59,13 @@ struct TrainSummary {
 // options.out_dir is locked for the run and refused when it holds another run's checkpoint
 // (train/run_directory.hpp).
 //
-// As one rank of several (framework/distributed/communicator.hpp) every rank calls train() with
-// the same options: each trains on its shard of every batch (train_step), and rank 0 alone
-// evaluates, writes the output directory and prints. The ranks check that they share settings and
+// Every batch is cut into options.run.shards shards (0: ranks x threads, at most --batch), whose
+// gradients add up in the shard tree: the run's bits depend on that count, not on how many ranks
+// and threads share the shards; the checkpoint keeps it, and a resumed run must keep it unless
+// options.reshard. As one rank of several (framework/distributed/communicator.hpp) every rank
+// calls train() with the same options: each trains on its node of the shard tree (train_step),
+// and rank 0 alone evaluates, writes the output directory and prints. A collective that waits
+// options.rank_timeout for a silent rank throws distributed::RankTimeout. The ranks check that they share settings and
 // start from the same parameters, compare parameter checksums at every evaluation and at the end,
 // and stop together (after a Ctrl-C on any of them, or when rank 0 reaches stop_at_seq_acc). Errors every rank sees alike
 // are distributed::CollectiveError (or NonFiniteError).

@@ -161,6 +161,7 @@ int run(const Options& o) {
 } // namespace
 
 int main(int argc, char** argv) {
+  headgrad::runtime::configure(argc, argv); // the BLAS kernel for this CPU and the OpenMP wait policy
   try {
     return run(parse(argc, argv));
   } catch (const std::exception& e) {

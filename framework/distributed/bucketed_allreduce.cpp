@@ -1,5 +1,6 @@
 #include "framework/distributed/bucketed_allreduce.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
@@ -45,9 +46,23 @@ std::vector<std::vector<std::size_t>> plan_buckets(const NamedTensors& params, s
   return buckets;
 }
 
-BucketedAllreduce::BucketedAllreduce(NamedTensors target, std::vector<NamedTensors> workers, std::size_t bucket_bytes)
-    : target_(std::move(target)), workers_(std::move(workers)) {
-  if (workers_.empty()) throw std::invalid_argument("BucketedAllreduce: no workers");
+namespace {
+
+std::int64_t shards_or_default(std::int64_t shards, std::size_t workers) {
+  if (workers == 0) throw std::invalid_argument("BucketedAllreduce: no workers");
+  if (shards == 0) return static_cast<std::int64_t>(workers) * size();
+  if (shards < size())
+    throw std::invalid_argument(
+        fmt::format("BucketedAllreduce: {} shards over {} ranks (every rank needs a shard)", shards, size()));
+  return shards;
+}
+
+} // namespace
+
+BucketedAllreduce::BucketedAllreduce(NamedTensors target, std::vector<NamedTensors> workers, std::size_t bucket_bytes,
+                                     std::int64_t shards)
+    : target_(std::move(target)), workers_(std::move(workers)), shards_(shards_or_default(shards, workers_.size())),
+      node_(distributed::rank_shards(shards_, size(), rank())), sums_(shards_, workers_) {
   for (std::size_t w = 0; w < workers_.size(); ++w) check_same_list(target_, workers_[w], w);
   bucket_of_.resize(target_.size());
   for (auto& params : plan_buckets(target_, bucket_bytes)) {
@@ -58,8 +73,9 @@ BucketedAllreduce::BucketedAllreduce(NamedTensors target, std::vector<NamedTenso
       b->offsets.push_back(numel);
       numel += target_[i].second.numel();
     }
+    b->flags = numel;
+    b->flat = Tensor::empty({numel + static_cast<std::int64_t>(params.size())}, target_[params.front()].second.dtype());
     b->params = std::move(params);
-    b->flat = Tensor::empty({numel}, target_[b->params.front()].second.dtype());
     buckets_.push_back(std::move(b));
   }
   stats_.buckets = static_cast<std::int64_t>(buckets_.size());
@@ -81,9 +97,16 @@ BucketedAllreduce::~BucketedAllreduce() {
   thread_.join();
 }
 
+int BucketedAllreduce::max_active() const {
+  return static_cast<int>(std::min<std::int64_t>(static_cast<std::int64_t>(workers_.size()), node_.count()));
+}
+
+ShardRange BucketedAllreduce::worker_block(int worker) const { return worker_shards(node_, active_, worker); }
+
 void BucketedAllreduce::begin(int active) {
-  if (active < 0 || static_cast<std::size_t>(active) > workers_.size())
-    throw std::logic_error(fmt::format("BucketedAllreduce::begin: {} active workers of {}", active, workers_.size()));
+  if (active < 0 || active > max_active())
+    throw std::logic_error(fmt::format("BucketedAllreduce::begin: {} active workers of {} (for {} shards)", active,
+                                       workers_.size(), node_.count()));
   {
     std::lock_guard lock(mutex_);
     if (armed_) throw std::logic_error("BucketedAllreduce::begin: the previous step was not finished");
@@ -95,17 +118,26 @@ void BucketedAllreduce::begin(int active) {
   }
   for (auto& f : fired_) std::fill(f.begin(), f.end(), 0);
   active_ = active;
+  if (active > 0) {
+    std::vector<ShardRange> blocks;
+    for (int w = 0; w < active; ++w) blocks.push_back(worker_shards(node_, active, w));
+    sums_.begin(std::move(blocks));
+  }
   armed_.store(true, std::memory_order_release);
   if (active == 0)
     for (std::size_t k = 0; k < buckets_.size(); ++k) pack_and_send(k);
 }
 
-// A hook: worker w's gradient of parameter i is final. The last of a bucket's hooks sends it.
+void BucketedAllreduce::keep(int worker) { sums_.keep(worker); }
+
+// A hook: worker w's gradient of parameter i is final. During the worker's last backward of the
+// step, the last of a bucket's hooks sends it.
 void BucketedAllreduce::on_gradient_ready(std::size_t w, std::size_t i) {
   if (!armed_.load(std::memory_order_acquire) || w >= static_cast<std::size_t>(active_)) return; // not in a step
+  if (!sums_.at_last_shard(static_cast<int>(w))) return; // an earlier shard: keep() takes it
   if (fired_[w][i])
     throw std::logic_error(fmt::format("BucketedAllreduce: a second backward of worker {} reached '{}' before "
-                                       "finish(); one backward per worker and step",
+                                       "finish(); one backward per shard, keep() after each but the last",
                                        w, target_[i].first));
   fired_[w][i] = 1;
   const std::size_t k = bucket_of_[i];
@@ -113,8 +145,8 @@ void BucketedAllreduce::on_gradient_ready(std::size_t w, std::size_t i) {
   if (buckets_[k]->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) pack_and_send(k);
 }
 
-// flat = the active workers' gradients of the bucket's parameters, added in worker order (zeros
-// where none has one); then the communication thread may take it.
+// flat = this rank's sums of the bucket's parameters over its shards, added in the shard tree
+// (zeros and flag 0 where no shard reached one); then the communication thread may take it.
 void BucketedAllreduce::pack_and_send(std::size_t k) {
   Bucket& b = *buckets_[k];
   dispatch_float(b.flat.dtype(), "BucketedAllreduce", [&]<typename T>() {
@@ -122,14 +154,10 @@ void BucketedAllreduce::pack_and_send(std::size_t k) {
       const std::size_t i = b.params[j];
       const Dims& shape = target_[i].second.shape();
       T* dst = b.flat.data<T>() + b.offsets[j];
-      bool first = true;
-      for (int w = 0; w < active_; ++w) {
-        const Tensor g = workers_[static_cast<std::size_t>(w)][i].second.grad();
-        if (!g.defined()) continue;
-        kernels::sum_into<T>(dst, first, shape, g.data<T>(), g.shape(), g.strides(), T(1));
-        first = false;
-      }
-      if (first) std::memset(dst, 0, static_cast<std::size_t>(shape.numel()) * sizeof(T));
+      const Tensor g = active_ > 0 ? sums_.sum(i) : Tensor();
+      if (g.defined()) kernels::sum_into<T>(dst, true, shape, g.data<T>(), g.shape(), g.strides(), T(1));
+      else std::memset(dst, 0, static_cast<std::size_t>(shape.numel()) * sizeof(T));
+      b.flat.data<T>()[b.flags + static_cast<std::int64_t>(j)] = g.defined() ? T(1) : T(0);
     }
   });
   {
@@ -145,11 +173,21 @@ void BucketedAllreduce::communicate() {
     cv_.wait(lock, [&] { return stop_ || (next_ < buckets_.size() && buckets_[next_]->ready); });
     if (stop_) return;
     Bucket& b = *buckets_[next_];
+    const bool failed_before = failure_ != nullptr; // then the rest only counts through (finish() rethrows)
     lock.unlock();
     b.start = now();
-    dispatch_float(b.flat.dtype(), "BucketedAllreduce", [&]<typename T>() { allreduce_sum(b.flat.data<T>(), b.flat.numel()); });
+    std::exception_ptr failed;
+    if (!failed_before) {
+      try {
+        dispatch_float(b.flat.dtype(), "BucketedAllreduce",
+                       [&]<typename T>() { allreduce_sum(b.flat.data<T>(), b.flat.numel(), shards_); });
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
     b.end = now();
     lock.lock();
+    if (failed) failure_ = failed;
     ++next_;
     cv_.notify_all(); // finish() waits for next_ to reach the end
   }
@@ -168,9 +206,15 @@ void BucketedAllreduce::finish() {
     }
     if (!ready) pack_and_send(k);
   }
+  std::exception_ptr failed;
   {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return next_ == buckets_.size(); });
+    failed = failure_;
+  }
+  if (failed) {
+    sums_.end();
+    std::rethrow_exception(failed);
   }
   const double done = now();
   ++stats_.steps;
@@ -181,11 +225,15 @@ void BucketedAllreduce::finish() {
     stats_.overlapped_seconds += std::max(0.0, std::min(b->end, called) - b->start);
   }
   // The sums become the target's gradients (fresh tensors: the buffers are reused next step).
-  for (auto& worker : workers_)
-    for (auto& [name, p] : worker) p.impl()->grad.reset();
+  sums_.end();
   for (const auto& b : buckets_)
     for (std::size_t j = 0; j < b->params.size(); ++j) {
       const Tensor& p = target_[b->params[j]].second;
+      bool reached = false; // by a shard of any rank: the flags' sum is a count, exact in floats
+      dispatch_float(b->flat.dtype(), "BucketedAllreduce",
+                     [&]<typename T>() { reached = b->flat.data<T>()[b->flags + static_cast<std::int64_t>(j)] > T(0); });
+      p.impl()->grad.reset();
+      if (!reached) continue;
       Tensor g = new_tensor(p.shape(), p.dtype());
       std::memcpy(g.raw(), static_cast<char*>(b->flat.raw()) + b->offsets[j] * dtype_size(p.dtype()),
                   static_cast<std::size_t>(p.numel()) * dtype_size(p.dtype()));

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,17 @@ int local_size(); // ranks on this machine (sharing its memory), this one includ
 
 // Collectives: every rank calls them in the same order with the same counts. Each waits by
 // polling with short sleeps instead of spinning, so a rank waiting for a slower one leaves the
-// cores to the compute it shares them with. Calls from two threads at once are not allowed.
+// cores to the compute it shares them with, and gives up after rank_timeout(). Calls from two
+// threads at once are not allowed.
+//
+// Sums with the bits of the shard tree (shard_tree.hpp): every rank holds the sum of its node of
+// the tree over `shards` shards (rank_shards(shards, size(), rank())), and afterwards every rank
+// holds the sum over all shards, each element added in the tree's order (Rabenseifner's
+// all-reduce, tree_allreduce.hpp) - not MPI_Allreduce, whose order the MPI standard leaves to the
+// library. shards >= size(); std::invalid_argument otherwise.
+void allreduce_sum(float* data, std::int64_t n, std::int64_t shards);
+void allreduce_sum(double* data, std::int64_t n, std::int64_t shards);
+// The same with one shard per rank (shards = size()): rank r's values are shard r.
 void allreduce_sum(float* data, std::int64_t n);
 void allreduce_sum(double* data, std::int64_t n);
 std::int64_t allreduce_max(std::int64_t value);
@@ -54,6 +65,22 @@ std::int64_t allreduce_min(std::int64_t value);
 void broadcast(void* data, std::size_t bytes, int root = 0);
 // Every rank's `text`, in rank order, on every rank.
 std::vector<std::string> allgather(const std::string& text);
+
+// How long a collective waits for the other ranks before it gives up (seconds; 0, the default
+// of a program that never sets it: forever). A rank that stops answering - stopped (SIGSTOP),
+// hung, or cut off - would otherwise keep every other rank waiting for good.
+void set_rank_timeout(double seconds);
+double rank_timeout();
+
+// What a collective throws once it has waited rank_timeout(): it then asks every rank whether it
+// is alive (a message each waiting rank answers), and names those that did not answer. Only the
+// lowest-numbered rank that answered throws at once (so that one rank reports it); the others
+// throw after waiting that long once more. The job cannot go on: end it with abort_job.
+struct RankTimeout : std::runtime_error {
+  RankTimeout(const std::string& what, std::vector<int> silent_ranks)
+      : std::runtime_error(what), silent(std::move(silent_ranks)) {}
+  std::vector<int> silent; // the ranks that did not answer (empty: all did, yet the collective hung)
+};
 
 // Ends every rank of the job with exit code `code` (MPI_Abort): the way out when this rank cannot
 // go on and the others would wait for it forever.

@@ -40,6 +40,21 @@ int local_size() { return 1; }
 
 void allreduce_sum(float*, std::int64_t) {}
 void allreduce_sum(double*, std::int64_t) {}
+void allreduce_sum(float*, std::int64_t, std::int64_t shards) {
+  if (shards < 1) throw std::invalid_argument(fmt::format("allreduce_sum: {} shards over 1 rank (it needs one)", shards));
+}
+void allreduce_sum(double*, std::int64_t, std::int64_t shards) {
+  if (shards < 1) throw std::invalid_argument(fmt::format("allreduce_sum: {} shards over 1 rank (it needs one)", shards));
+}
+
+namespace {
+double g_rank_timeout = 0;
+}
+void set_rank_timeout(double seconds) {
+  if (!(seconds >= 0)) throw std::invalid_argument(fmt::format("set_rank_timeout: {} s is not a duration", seconds));
+  g_rank_timeout = seconds;
+}
+double rank_timeout() { return g_rank_timeout; }
 std::int64_t allreduce_max(std::int64_t value) { return value; }
 std::int64_t allreduce_min(std::int64_t value) { return value; }
 void broadcast(void*, std::size_t, int) {}

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <stdexcept>
+#include <vector>
 
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
@@ -48,12 +49,20 @@ void broadcast_parameters(nn::Module& module) {
 }
 
 void allreduce_gradients(nn::Module& module) {
-  for (auto& [name, p] : same_parameters_on_every_rank(module, "allreduce_gradients")) {
+  NamedTensors params = same_parameters_on_every_rank(module, "allreduce_gradients");
+  // how many ranks have each gradient (counts: exact in any order)
+  std::vector<double> reached(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) reached[i] = params[i].second.grad().defined() ? 1 : 0;
+  allreduce_sum(reached.data(), static_cast<std::int64_t>(reached.size()));
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    Tensor& p = params[i].second;
+    if (reached[i] == 0) continue; // no rank's backward reached it: it stays without a gradient
     if (!p.grad().defined()) {
       Tensor zeros = Tensor::zeros(p.shape(), p.dtype());
       p.impl()->grad = zeros.impl_ptr();
     }
-    const Tensor g = p.grad();
+    const Tensor g = p.grad().is_contiguous() ? p.grad() : p.grad().contiguous();
+    p.impl()->grad = g.impl_ptr();
     dispatch_float(g.dtype(), "allreduce_gradients", [&]<typename T>() { allreduce_sum(g.data<T>(), g.numel()); });
   }
 }

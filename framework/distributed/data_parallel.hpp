@@ -14,7 +14,10 @@
 //
 // Gradients are summed over the ranks, so each rank weights its loss by its share of the global
 // batch: the sum is then the gradient of the global batch's loss, also for uneven shards (for
-// equal shards, share = 1 / size(): PyTorch DDP's averaging).
+// equal shards, share = 1 / size(): PyTorch DDP's averaging). Rank r counts as shard r of the shard
+// tree (shard_tree.hpp, S = size()): the sums are added in that tree, the same bits in every run
+// of the job. A parameter that no rank's backward reached keeps no gradient, as after a plain
+// backward; one that some reached counts zeros from the others.
 #pragma once
 #include <cstddef>
 
@@ -47,8 +50,9 @@ private:
 void broadcast_parameters(nn::Module& module);
 
 // The simplest form, for after backward (no overlap): every parameter gradient of `module` is
-// summed over the ranks, a parameter without a gradient counting as zeros; afterwards every rank
-// holds the sums. One all-reduce per parameter (a collective).
+// summed over the ranks in the shard tree (rank r as shard r), a rank without a gradient of a
+// parameter counting zeros (a parameter no rank has one of keeps none); afterwards every rank
+// holds the sums. One all-reduce per parameter, and one for which ranks have which (a collective).
 void allreduce_gradients(nn::Module& module);
 
 } // namespace headgrad::distributed

@@ -57,7 +57,16 @@ template <typename T> void head_forward(T* O, T* P, const Head<T>& h, T scale) {
   gemm1(false, false, Tq, dh, Tk, T(1), P, Tk, h.V, h.ldv, T(0), O, h.ldo);      // (3) O = P V
 }
 
-// backward, for one pair: dO in, dQ / dK / dV out (each may be null); dP: Tq x Tk scratch
+// backward, for one pair: dO in, dQ / dK / dV out (each may be null); dP: Tq x Tk scratch.
+// Q, K, V, O here are the pair's matrices (Qh, Kh, Vh, O of docs/backprop-through-attention.md's
+// glossary: d = dh columns of the (B, T, H*dh) tensors, read in place), s the scale. The gemms, in
+// order, as gemm1(transA, transB, m, n, k) computing C (m x n) = op(A) (m x k) op(B) (k x n):
+//   (3) dV (Tk x dh) = Pᵀ (Tk x Tq) dO (Tq x dh)        gemm1(true, false, Tk, dh, Tq): P read transposed
+//   (3) dP (Tq x Tk) = dO (Tq x dh) Vᵀ (dh x Tk)        gemm1(false, true, Tq, Tk, dh): V read transposed
+//   (2) dS (Tq x Tk) = P ⊙ (dP - rowsum(dP ⊙ P))        softmax_row_backward, row by row, over dP in place
+//   (1) dQ (Tq x dh) = s dS (Tq x Tk) K (Tk x dh)       gemm1(false, false, Tq, dh, Tk), alpha = s
+//   (1) dK (Tk x dh) = s dSᵀ (Tk x Tq) Q (Tq x dh)      gemm1(true, false, Tk, dh, Tq), alpha = s: dS transposed
+// dV, dQ and dK add (beta 1) unless their first write assigns (beta 0).
 template <typename T>
 void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first, T* dP, const T* dO, const T* P,
                    const Head<T>& h, T scale) {
@@ -139,7 +148,12 @@ template <typename T> void zero_head(T* x, std::int64_t rows, std::int64_t dh, s
 }
 
 // backward, one pair: per tile pair, P = exp(S - lse) recomputed, then the same lines as
-// head_backward with D = rowsum(dO O) standing for rowsum(dP P) (equal: O = P V).
+// head_backward with D = rowsum(dO ⊙ O) standing for rowsum(dP ⊙ P) (equal: O = P V, so
+// sum_c dO_ic O_ic = sum_j P_ij (dO Vᵀ)_ij), on a tile of br queries x bc keys:
+//   (1) S (br x bc) = s Q_i (br x dh) K_jᵀ (dh x bc), then P = exp(S - lse), masked entries 0
+//   (3) dV_j (bc x dh) += Pᵀ (bc x br) dO_i (br x dh)
+//   (3) dP (br x bc) = dO_i (br x dh) V_jᵀ (dh x bc);   (2) dS = P ⊙ (dP - D), in dP's place
+//   (1) dQ_i (br x dh) += s dS (br x bc) K_j (bc x dh); (1) dK_j (bc x dh) += s dSᵀ (bc x br) Q_i (br x dh)
 template <typename T>
 void head_flash_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first, const T* dO, const T* O,
                          const T* lse, const Head<T>& h, T scale, FlashScratch<T>& w) {

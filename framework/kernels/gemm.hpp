@@ -11,6 +11,8 @@
 #include <cblas.h>
 #include <cstdint>
 
+#include "framework/runtime/startup.hpp"
+
 namespace headgrad::kernels {
 
 // One BLAS call on the calling thread (no splitting; BLAS's own threading as configured).
@@ -40,6 +42,7 @@ inline void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int
                       std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_block(c, ldc, m, n, beta);
+  runtime::note_blas_kernel_once(); // a program that skipped runtime::configure() on a slow kernel is told
   if (m == 1) return row_gemv(cblas_sgemv, ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
@@ -50,6 +53,7 @@ inline void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int
                       std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_block(c, ldc, m, n, beta);
+  runtime::note_blas_kernel_once();
   if (m == 1) return row_gemv(cblas_dgemv, ta, tb, n, k, alpha, a, lda, b, ldb, beta, c);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,

@@ -1,11 +1,17 @@
 // Builds against the installed package only (headers under <headgrad/...>, headgrad::models):
 // d/dx sum(x * x) = 2x, then multi-head self-attention from the models library - its output
 // shape, a gradient for every parameter, and the float64 gradient check of its parameters.
+// `consumer --configure` takes headgrad's start-up path first (runtime::configure); without it the
+// program runs whatever BLAS kernel OpenBLAS picked, and is told at its first gemm if that is a slow
+// fallback. Either way it prints the kernel it ran and the one this CPU would prefer.
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include <headgrad/framework/gradcheck.hpp>
 #include <headgrad/framework/ops/ops.hpp>
+#include <headgrad/framework/runtime/startup.hpp>
+#include <headgrad/framework/runtime/threads.hpp>
 #include <headgrad/models/attention.hpp>
 
 namespace {
@@ -46,7 +52,12 @@ bool attention_from_models() {
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool configure = argc > 1 && std::string(argv[1]) == "--configure";
+  if (configure) runtime::configure(argc, argv);
   const bool ok = square_gradient() && attention_from_models();
+  const std::string better = runtime::preferred_core("Prescott", runtime::cpu_features());
+  std::printf("consumer: BLAS kernel %s (%s runtime::configure; this CPU's kernel in place of a fallback: %s)\n",
+              runtime::blas_info().core.c_str(), configure ? "after" : "without", better.empty() ? "none" : better.c_str());
   return ok ? 0 : 1;
 }

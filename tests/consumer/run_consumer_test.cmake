@@ -9,3 +9,33 @@ run_and_show(out ${PREFIX}/${BINDIR}/headgrad --help)
 if(NOT out MATCHES "usage: headgrad <command>")
   message(FATAL_ERROR "bin/headgrad --help printed no usage")
 endif()
+
+# On a CPU where OpenBLAS falls back to its generic Prescott kernel by itself (simulated with
+# framework/runtime/startup.hpp's test hook, as OpenBLAS 0.3.21 does on Intel models it does not
+# know): without runtime::configure the consumer runs Prescott and stderr says so in one line at its
+# first gemm; with it, the consumer runs this CPU's kernel and nothing is said.
+set(simulated_fallback ${CMAKE_COMMAND} -E env OPENBLAS_CORETYPE=Prescott HEADGRAD_BLAS_AUTOCORE_ASSUME=Prescott
+    --unset=HEADGRAD_REEXECED --unset=HEADGRAD_BLAS_AUTOCORE --unset=HEADGRAD_BLAS_AUTOCORE_FROM --unset=OMP_WAIT_POLICY)
+execute_process(COMMAND ${simulated_fallback} ${WORK_DIR}/consumer OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message(STATUS "$ (simulated fallback) consumer\n${out}${err}")
+string(REGEX MATCH "in place of a fallback: ([A-Za-z0-9]+)" _ "${out}")
+set(better ${CMAKE_MATCH_1})
+if(rc OR better STREQUAL "")
+  message(FATAL_ERROR "the consumer failed (${rc}) or did not say which kernel this CPU prefers")
+endif()
+if(better STREQUAL "none")
+  message(STATUS "this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose")
+  return()
+endif()
+string(REGEX MATCHALL "headgrad: note: OpenBLAS runs its generic Prescott kernel on this CPU, which supports ${better}: about [0-9.]+x slower gemms\\. Set OPENBLAS_CORETYPE=${better}, or call headgrad::runtime::configure\\(argc, argv\\)" notes "${err}")
+list(LENGTH notes n_notes)
+string(REGEX MATCHALL "[^\n]+" err_lines "${err}")
+list(LENGTH err_lines n_err_lines)
+if(NOT out MATCHES "consumer: BLAS kernel Prescott \\(without" OR NOT n_notes EQUAL 1 OR NOT n_err_lines EQUAL 1)
+  message(FATAL_ERROR "without runtime::configure: expected the Prescott kernel and exactly one stderr line naming ${better}")
+endif()
+execute_process(COMMAND ${simulated_fallback} ${WORK_DIR}/consumer --configure OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message(STATUS "$ (simulated fallback) consumer --configure\n${out}${err}")
+if(rc OR NOT out MATCHES "consumer: BLAS kernel ${better} \\(after" OR NOT err STREQUAL "")
+  message(FATAL_ERROR "with runtime::configure: expected the ${better} kernel and nothing on stderr")
+endif()

@@ -2,15 +2,23 @@
 // binary cannot show it: the ranks' own parameters and gradients. Each mode writes its results
 // to PREFIX.rank<r>.safetensors (or prints one line per rank) for the test to compare.
 //
-//   steps PREFIX STEPS BATCH THREADS   the reference model's data-parallel train_step, STEPS
-//                                      steps; writes every parameter and "losses"
+//   steps PREFIX STEPS BATCH THREADS SHARDS   the reference model's data-parallel train_step,
+//                                      STEPS steps, each batch in SHARDS shards (0: ranks x
+//                                      threads, as headgrad train); writes every parameter and
+//                                      "losses"
 //   user-module PREFIX ROWS            TwoLayerNet (user_module.hpp) under DataParallel and under
 //                                      allreduce_gradients; writes "param.*", "ddp.*", "simple.*"
 //   different-modules                  rank 1 builds another module: DataParallel must refuse
 //   drift                              rank 1 changes one parameter by one ulp: check_no_drift
 //                                      must name it on every rank
+//   stall                              the last rank sleeps (busy, answering nothing) while the
+//                                      others sum with a rank timeout of 1 s: rank 0 must give up
+//                                      naming it, and end the job
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
+#include <vector>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <string>
@@ -18,7 +26,9 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/data_parallel.hpp"
+#include "framework/distributed/shard_tree.hpp"
 #include "framework/io/safetensors.hpp"
+#include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
 #include "tests/mpi/user_module.hpp"
 #include "train/rank_checks.hpp"
@@ -43,29 +53,31 @@ struct Run {
   std::unique_ptr<distributed::BucketedAllreduce> across_ranks;
   std::vector<double> losses;
 
-  Run(std::int64_t batch, int threads) {
+  Run(std::int64_t batch, int threads, std::int64_t shards) {
     cfg.batch = batch;
     cfg.lr = 0.003;
     cfg.warmup = 300;
+    cfg.shards = shards > 0 ? shards : std::min<std::int64_t>(batch, std::int64_t{threads} * distributed::size());
     runtime::set_threads(threads);
     model = std::make_unique<models::SequenceModel>(cfg.model_config(), cfg.seed);
     optimizer = train::make_optimizer(cfg, model->named_parameters());
-    workers = train::workers_for(*model, threads, cfg.seed);
-    across_ranks = train::gradient_allreduce_for(*model, workers.get());
+    const std::int64_t mine = distributed::rank_shards(cfg.shards, distributed::size(), distributed::rank()).count();
+    workers = train::workers_for(*model, static_cast<int>(std::min<std::int64_t>(threads, mine)), cfg.seed);
+    across_ranks = train::gradient_allreduce_for(*model, workers.get(), cfg.shards);
   }
   void steps(std::int64_t first, std::int64_t last) {
     const optim::LrSchedule schedule = train::lr_schedule(cfg);
     for (std::int64_t s = first; s <= last; ++s) {
       const data::Batch b = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(s - 1), cfg.batch);
-      losses.push_back(train::train_step(*model, *optimizer, b, {s, schedule.at(s), cfg.clip}, nullptr, workers.get(),
-                                         across_ranks.get())
+      losses.push_back(train::train_step(*model, *optimizer, b, {s, schedule.at(s), cfg.clip, cfg.shards}, nullptr,
+                                         workers.get(), across_ranks.get())
                            .loss);
     }
   }
 };
 
-int steps_mode(const std::string& prefix, std::int64_t steps, std::int64_t batch, int threads) {
-  Run run(batch, threads);
+int steps_mode(const std::string& prefix, std::int64_t steps, std::int64_t batch, int threads, std::int64_t shards) {
+  Run run(batch, threads, shards);
   run.steps(1, steps);
   NamedTensors out = run.model->named_parameters();
   out.emplace_back("losses", Tensor::from(run.losses, {static_cast<std::int64_t>(run.losses.size())}, DType::f64));
@@ -110,7 +122,7 @@ int different_modules_mode() {
 }
 
 int drift_mode() {
-  Run run(8, 1);
+  Run run(8, 1, 0);
   run.steps(1, 2);
   train::check_no_drift(*run.model, 2); // identical so far
   if (distributed::rank() == 1) {
@@ -127,16 +139,40 @@ int drift_mode() {
   return 1;
 }
 
+int stall_mode() {
+  distributed::set_rank_timeout(1);
+  if (distributed::rank() == distributed::size() - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60)); // the job ends before
+    return 1;
+  }
+  std::vector<float> x(1000, 1.0f);
+  try {
+    distributed::allreduce_sum(x.data(), static_cast<std::int64_t>(x.size()));
+  } catch (const distributed::RankTimeout& e) {
+    std::string silent;
+    for (int r : e.silent) silent += " " + std::to_string(r);
+    std::printf("rank %d gave up: %s [silent:%s]\n", distributed::rank(), e.what(), silent.c_str());
+    std::fflush(stdout);
+    distributed::abort_job(3);
+  }
+  std::printf("rank %d: no timeout\n", distributed::rank());
+  return 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  // the headgrad command's start-up path: the tests compare this program's bits with the command's
+  runtime::configure(argc, argv);
   distributed::Session mpi(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
-    if (mode == "steps" && argc == 6) return steps_mode(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), std::stoi(argv[5]));
+    if (mode == "steps" && argc == 7)
+      return steps_mode(argv[2], std::stoll(argv[3]), std::stoll(argv[4]), std::stoi(argv[5]), std::stoll(argv[6]));
     if (mode == "user-module" && argc == 4) return user_module_mode(argv[2], std::stoll(argv[3]));
     if (mode == "different-modules") return different_modules_mode();
     if (mode == "drift") return drift_mode();
+    if (mode == "stall") return stall_mode();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", distributed::rank(), e.what());
     distributed::abort_job(1);

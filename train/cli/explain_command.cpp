@@ -18,10 +18,29 @@ int explain_command(int argc, char** argv) {
                         {"seed", Kind::integer, "0", "seed of the random inputs and weights"},
                         {"precision", Kind::integer, "4", "decimals printed"},
                         {"bias", Kind::flag, "false", "projections with biases (d2l's bias=True)"},
-                        {"svg", Kind::text, "", "also draw every stage and each head's gradients to this SVG", "FILE"},
+                        {"self-attention", Kind::flag, "false",
+                         "one input X (batch, keys, hidden) for queries, keys and values; dX is printed as its "
+                         "three terms and their sum"},
+                        {"causal", Kind::flag, "false",
+                         "query i also keeps only keys j <= i (d2l's decoder: a valid length per query)"},
+                        {"loss", Kind::text, "r",
+                         "r: L = sum(output * R) for a random R; cross-entropy: the output as logits against "
+                         "random targets, positions t >= valid-len masked",
+                         "NAME"},
+                        {"dropout", Kind::real, "0",
+                         "dropout on the attention weights with a fixed random mask (printed, with its 1/(1-p))", "P"},
+                        {"fused", Kind::flag, "false",
+                         "also the fused kernel's backward per head: dP, D = rowsum(dO * O) = rowsum(dP * P), dS, "
+                         "and ops::attention's gradients"},
+                        {"svg", Kind::text, "",
+                         "also draw every stage and each head's gradients to this SVG (numbers in panels up to 8x8, "
+                         "masked entries hatched)",
+                         "FILE"},
+                        {"shared-scale", Kind::flag, "false",
+                         "--svg: one colour scale for all signed panels (default: each panel its own)"},
                         {"graph", Kind::text, "",
-                         "also write the autograd graph (op, shape, gradient norm per node) as DOT, and SVG when "
-                         "Graphviz's dot is installed",
+                         "also write the autograd graph (per node what it holds, op, shape, gradient norm; data and "
+                         "grad of tensors of at most 8 elements) as DOT, and SVG when Graphviz's dot is installed",
                          "FILE"},
                         {"fixture", Kind::text, "",
                          "use inputs/weights from a PyTorch fixture (tests/reference); gradients are printed "
@@ -30,10 +49,12 @@ int explain_command(int argc, char** argv) {
   args.parse(argc, argv, 2);
   if (args.help()) {
     fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
-               "by step, every named tensor\n(projections, transpose_qkv, scores, masked softmax, per-head outputs, "
-               "transpose_output,\nthe output projection), then every gradient in reverse, then the float64 gradient "
-               "check.\nWith --fixture, each gradient is printed beside PyTorch's and the difference; --svg draws "
-               "every\nstage with its gradients, --graph the autograd graph.\n\nflags:\n{}",
+               "by step, every named tensor\n(Q, K, V, transpose_qkv's Qh, Kh, Vh, the scores S, the weights P = "
+               "masked_softmax(S), the\nper-head outputs O, transpose_output's C, the output Y), then every gradient "
+               "in reverse (dY, dC,\ndO, dP, dS, ...), then the float64 gradient check. The names are those of\n"
+               "docs/backprop-through-attention.md. With --fixture, each gradient is printed beside PyTorch's\nand "
+               "the difference; --svg draws every stage with its gradients, --graph the autograd graph.\n\n"
+               "flags:\n{}",
                args.usage());
     return 0;
   }
@@ -47,6 +68,15 @@ int explain_command(int argc, char** argv) {
   o.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
   o.precision = static_cast<int>(args.integer("precision"));
   o.bias = args.flag("bias");
+  o.self_attention = args.flag("self-attention");
+  if (o.self_attention && args.given("queries"))
+    throw CliError("--queries: with --self-attention queries, keys and values are one sequence of --keys "
+                   "positions (leave --queries out)");
+  o.causal = args.flag("causal");
+  o.loss = args.text("loss");
+  o.dropout = args.real("dropout");
+  o.fused = args.flag("fused");
+  o.shared_scale = args.flag("shared-scale");
   o.svg = args.text("svg");
   o.graph = args.text("graph");
   o.fixture = args.text("fixture");
@@ -57,7 +87,7 @@ int explain_command(int argc, char** argv) {
     throw CliError(e.what());
   }
   fmt::print("{}", r.text);
-  return r.gradcheck_ok && r.stages_match_full_graph ? 0 : 1;
+  return r.gradcheck_ok && r.stages_match_full_graph && r.fused_match ? 0 : 1;
 }
 
 } // namespace headgrad::cli

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include "framework/distributed/communicator.hpp"
+#include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/cli/blas_check.hpp"
-#include "train/cli/blas_core.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
 
@@ -39,7 +39,8 @@ int info_command(int argc, char** argv) {
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(libgomp default: spin, then sleep)");
   fmt::print("CPU cores:       {}\n", b.cores);
-  fmt::print("CPU features:    {}\n", cpu_features().str());
+  fmt::print("CPU model:       {}\n", runtime::cpu_model().empty() ? "(unknown)" : runtime::cpu_model());
+  fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
   if (distributed::built_with_mpi())
     fmt::print("MPI:             {} (built with MPI support)\n", distributed::mpi_library_version());
   else
@@ -49,7 +50,7 @@ int info_command(int argc, char** argv) {
   else
     fmt::print("MPI ranks:       1 ({})\n", distributed::started_by_launcher() ? "started by an MPI launcher"
                                                                                 : "not started by mpirun or srun");
-  const std::string notice = blas_core_notice();
+  const std::string notice = runtime::startup_notice();
   if (!notice.empty()) fmt::print("{}\n", notice);
   if (check_shapes > 0) {
     const BlasCheckResult r = check_blas(static_cast<int>(check_shapes), 2024);

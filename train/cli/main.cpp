@@ -11,7 +11,7 @@
 
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
-#include "train/cli/blas_core.hpp"
+#include "framework/runtime/startup.hpp"
 #include "train/cli/commands.hpp"
 #include "train/train_step.hpp"
 
@@ -74,7 +74,7 @@ int run(const std::string& cmd, int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
-  headgrad::cli::maybe_reexec_with_better_blas_core(argc, argv);
+  headgrad::runtime::configure(argc, argv); // the BLAS kernel and OpenMP wait policy, before MPI starts
   const std::string cmd = argc > 1 ? argv[1] : "";
   std::optional<distributed::Session> mpi;
   try {

@@ -90,14 +90,21 @@ void refuse_flags_for_other_tasks(const Args& args, data::Task task) {
 }
 
 train::RunConfig resumed_run_config(const Args& args, const train::RunConfig& from_flags,
-                                    const train::LoadedRun& checkpoint, const std::string& path) {
-  for (const train::ResumeConflict& c : train::resume_conflicts(from_flags, checkpoint.config))
-    if (args.given(c.field.flag))
+                                    const train::LoadedRun& checkpoint, const std::string& path, bool reshard) {
+  for (const train::ResumeConflict& c : train::resume_conflicts(from_flags, checkpoint.config, reshard)) {
+    if (!args.given(c.field.flag)) continue;
+    if (c.field.role == train::Role::layout && c.checkpoint_value != "0") // "0": a checkpoint from before the field
+      throw CliError(fmt::format("--{} {} differs from the checkpoint's {} ({}): the run would continue with other "
+                                 "bits; drop the flag to continue bit for bit, or add --reshard",
+                                 c.field.flag, c.run_value, c.checkpoint_value, path));
+    if (c.field.role != train::Role::layout)
       throw CliError(fmt::format("--{} {} differs from the checkpoint's {} ({}); drop the flag to resume", c.field.flag,
                                  c.run_value, c.checkpoint_value, path));
+  }
   train::RunConfig c = checkpoint.config;
   train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
-    if ((f.role == train::Role::tunable && args.given(f.flag)) || f.role == train::Role::compute)
+    if ((f.role == train::Role::tunable && args.given(f.flag)) || f.role == train::Role::compute ||
+        (f.role == train::Role::layout && (reshard || args.given(f.flag))))
       c.*member = from_flags.*member;
   });
   if (c.steps <= checkpoint.step)

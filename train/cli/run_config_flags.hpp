@@ -34,10 +34,10 @@ train::RunConfig run_config_from_flags(const Args& args, RunFields which);
 void refuse_flags_for_other_tasks(const Args& args, data::Task task);
 
 // The settings a run resumed from `checkpoint` (loaded from `path`) continues with: the
-// checkpoint's, except the tunable fields given as flags. A flag given for a field that must
-// match, with another value than the checkpoint's, is refused; so are --steps not beyond the
-// checkpoint's step.
+// checkpoint's, except the tunable fields given as flags (and with `reshard`, the layout ones,
+// their flag's value or default). A flag given for a field that must match, with another value
+// than the checkpoint's, is refused; so are --steps not beyond the checkpoint's step.
 train::RunConfig resumed_run_config(const Args& args, const train::RunConfig& from_flags,
-                                    const train::LoadedRun& checkpoint, const std::string& path);
+                                    const train::LoadedRun& checkpoint, const std::string& path, bool reshard = false);
 
 } // namespace headgrad::cli

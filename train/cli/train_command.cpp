@@ -12,8 +12,8 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/profiler.hpp"
+#include "framework/runtime/startup.hpp"
 #include "framework/runtime/threads.hpp"
-#include "train/cli/blas_core.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
 #include "train/cli/run_config_flags.hpp"
@@ -33,7 +33,9 @@ std::vector<FlagSpec> train_flags() {
   std::vector<FlagSpec> flags = run_config_flags(RunFields::all);
   const std::string cores = std::to_string(runtime::available_cores());
   flags.insert(flags.end(), {
-      {"threads", Kind::integer, cores, "threads for all compute (OpenMP; gemms are split over them)"},
+      {"threads", Kind::integer, cores,
+       "threads for all compute: in training each runs shards of the batch (see --shards), in evaluation the ops "
+       "are split over them (OpenMP)"},
       {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
       {"eval-count", Kind::integer, "1000",
        "held-out sequences to evaluate on (drawn a chunk at a time: memory does not grow with it)"},
@@ -46,6 +48,13 @@ std::vector<FlagSpec> train_flags() {
        "FILE"},
       {"overwrite", Kind::flag, "false",
        "replace the checkpoint of another run, or a metrics.csv or pictures without one, found in --out"},
+      {"reshard", Kind::flag, "false",
+       "with --resume: continue with another --shards than the checkpoint's (the run's bits then change)"},
+      {"rank-timeout", Kind::real, fmt::format("{}", train::kDefaultRankTimeout),
+       "under MPI: end the job, naming the rank, when a collective has waited this long for one (0: wait forever). "
+       "5 minutes outlast every wait of a healthy run (rank 0 evaluating and saving while the others wait, a slow "
+       "start-up) yet free a stalled job's machines sooner than PyTorch's default of 30 minutes",
+       "SECONDS"},
       {"json", Kind::flag, "false", "print the summary as one JSON object on the last line"},
       {"profile", Kind::flag, "false", "print time per op type, forward and backward"},
       {"quiet", Kind::flag, "false", "no progress output"},
@@ -92,9 +101,14 @@ TrainRequest train_request(const Args& args) {
   o.resume = args.text("resume");
   r.graph = args.text("graph");
   o.overwrite = args.flag("overwrite");
+  o.reshard = args.flag("reshard");
+  o.rank_timeout = args.real("rank-timeout");
+  if (!(o.rank_timeout >= 0)) throw CliError(fmt::format("--rank-timeout must be >= 0 (0: wait forever), got {}", o.rank_timeout));
+  if (o.reshard && o.resume.empty())
+    throw CliError("--reshard continues a checkpoint with another shard count: it needs --resume");
   if (!o.resume.empty()) {
     r.resumed = train::load_model_checkpoint(o.resume);
-    o.run = resumed_run_config(args, o.run, *r.resumed, o.resume);
+    o.run = resumed_run_config(args, o.run, *r.resumed, o.resume, o.reshard);
   }
   refuse_flags_for_other_tasks(args, o.run.task); // the task as resumed: the checkpoint's
   o.out_dir = args.given("out") ? args.text("out") : default_out_dir(data::task_name(o.run.task));
@@ -139,6 +153,7 @@ std::string draw_step_graph(const train::TrainOptions& o, const std::string& pat
 // The request, read by every rank: an error on any rank (ranks may be given different flags)
 // stops every rank here, and rank 0 says why.
 std::optional<TrainRequest> train_request_on_every_rank(Args& args, int argc, char** argv) {
+  distributed::set_rank_timeout(train::kDefaultRankTimeout); // until the flags say otherwise
   std::optional<TrainRequest> request;
   distributed::agree([&] {
     args.parse(argc, argv, 2);
@@ -149,7 +164,7 @@ std::optional<TrainRequest> train_request_on_every_rank(Args& args, int argc, ch
 
 void print_banner(const train::TrainOptions& o) {
   const auto blas = runtime::blas_info();
-  const std::string notice = blas_core_notice();
+  const std::string notice = runtime::startup_notice();
   if (!notice.empty()) fmt::print(stderr, "{}\n", notice);
   if (o.quiet || o.json) return;
   const train::RunConfig& c = o.run;
@@ -157,9 +172,10 @@ void print_banner(const train::TrainOptions& o) {
   const std::string data = c.is_text() ? fmt::format("text {} ({}), context {}", c.text.empty() ? data::kDefaultCorpusDir : c.text,
                                                      c.tokenizer, c.context)
                                        : fmt::format("vocab {}, len {}..{}", c.vocab, c.min_len, c.max_len);
-  fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, {}, batch {}, {} lr {}, "
+  fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, {}, batch {}{}, {} lr {}, "
              "{} steps{}\nBLAS: OpenBLAS core {}, {} threads{}; output in {}\n",
-             data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, data, c.batch, c.optimizer, c.lr, c.steps,
+             data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, data, c.batch,
+             c.shards > 0 ? fmt::format(" in {} shards", c.shards) : "", c.optimizer, c.lr, c.steps,
              o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core, o.threads,
              ranks > 1 ? fmt::format(" per rank, {} MPI ranks", ranks) : "", o.out_dir);
   std::fflush(stdout); // before a long start-up (a large corpus), also into a file
@@ -225,9 +241,9 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
                                    c.wait_seconds / steps);
     fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
                "\"tokens_per_s\": {:.1f}, \"train_seconds\": {:.3f}, \"seconds\": {:.3f}, \"interrupted\": {}, "
-               "\"ranks\": {}, \"threads\": {}{}, \"out\": \"{}\"}}\n",
+               "\"ranks\": {}, \"threads\": {}, \"shards\": {}{}, \"out\": \"{}\"}}\n",
                s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.train_seconds,
-               s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, comm, o.out_dir);
+               s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, s.shards, comm, o.out_dir);
   }
 }
 
@@ -246,7 +262,9 @@ int train_command(int argc, char** argv) {
                  "encoder + output layer) on a toy task,\nor with --task text a causal character language model "
                  "(models/gpt.hpp) on a text file,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
                  "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\nUnder mpirun "
-                 "or srun the ranks train it data-parallel: --batch is the global batch.\n\nflags:\n{}\nwith --task "
+                 "or srun the ranks train it data-parallel: --batch is the global batch, cut into --shards shards\n"
+                 "whose gradients add up in one fixed tree, so that a run has the same bits on any number of ranks "
+                 "and threads.\n\nflags:\n{}\nwith --task "
                  "text (a causal language model on --text; nanoGPT's shakespeare_char recipe at its CPU size) the "
                  "defaults are instead:\n    {}\n(--text, --tokenizer, --context and --tie-weights are refused with a "
                  "toy task, --vocab, --max-len and --min-len with --task text.)\n\n"

@@ -9,6 +9,8 @@
 #include "framework/ops/ops.hpp"
 #include "train/cli/explain/example.hpp"
 #include "train/cli/explain/explain_svg.hpp"
+#include "train/cli/explain/fused_view.hpp"
+#include "train/cli/explain/named_forward.hpp"
 #include "train/cli/explain/stages.hpp"
 #include "train/cli/explain/tensor_printer.hpp"
 #include "train/graph_files.hpp"
@@ -23,19 +25,25 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+std::string loss_text(const Example& e) {
+  return e.cross_entropy ? "L = cross_entropy(Y, targets, mask): Y are the logits, one class per hidden unit"
+                         : "L = sum(Y * R) for a fixed random R, so dL/dY = R";
+}
+
 void print_header(const Example& e, TensorPrinter& p) {
   p.line(fmt::format("Multi-head attention, d2l's MultiHeadAttention(key_size={}, query_size={}, value_size={}, "
-                     "num_hiddens={}, num_heads={}, dropout=0, bias={})",
-                     e.k_size, e.q_size, e.v_size, e.h, e.H, e.mha->W_q->bias.defined()));
-  p.line(fmt::format("batch {}, {} queries, {} keys, num_hiddens {}, {} heads of d = {}, valid_lens = [{}]; {}", e.B,
-                     e.Tq, e.Tk, e.h, e.H, e.d, fmt::join(e.valid_lens.to_int_vector(), ", "), e.source));
-  p.line("Loss L = sum(output * R) for a fixed random R, so dL/d(output) = R.");
+                     "num_hiddens={}, num_heads={}, dropout={}, bias={}){}",
+                     e.k_size, e.q_size, e.v_size, e.h, e.H, e.p, e.mha->W_q->bias.defined(),
+                     e.self_attention ? ", as self-attention: queries = keys = values = X" : ""));
+  p.line(fmt::format("batch {}, {} queries, {} keys, num_hiddens {}, {} heads of d = {}, valid_lens = [{}]{}; {}", e.B,
+                     e.Tq, e.Tk, e.h, e.H, e.d, fmt::join(e.valid_lens.to_int_vector(), ", "),
+                     e.causal ? " (per query, causal)" : "", e.source));
+  p.line(fmt::format("Loss {}.", loss_text(e)));
 }
 
 // The example's inputs, then its parameters (W_q.weight, [W_q.bias,] ... W_o.weight), by name.
-NamedTensors inputs_of(const Example& e) { return {{"queries", e.queries}, {"keys", e.keys}, {"values", e.values}}; }
 NamedTensors named_leaves_of(const Example& e) {
-  NamedTensors leaves = inputs_of(e);
+  NamedTensors leaves = e.inputs();
   for (auto& named : e.mha->named_parameters()) leaves.push_back(named);
   return leaves;
 }
@@ -45,24 +53,31 @@ std::vector<Tensor> leaves_of(const Example& e) {
   return leaves;
 }
 
+// The loss as one graph: through d2l's module itself, or, with dropout, through the same ops with
+// the example's fixed mask (the module's Dropout would draw its own).
+Tensor one_graph_loss(const Example& e) {
+  if (e.p > 0) return named_forward(e).loss;
+  return e.loss(e.mha->forward(e.queries, e.keys, e.values, e.valid_lens));
+}
+
 // (a) the staged gradients equal one backward through the whole module; returns the staged ones.
 std::vector<Tensor> check_against_full_graph(const Example& e, TensorPrinter& p, ExplainResult& res) {
   std::vector<Tensor> leaves = leaves_of(e), staged;
   for (auto& l : leaves) staged.push_back(l.grad());
   for (auto& l : leaves) l.zero_grad();
-  e.mha->forward(e.queries, e.keys, e.values, e.valid_lens).backward(e.R);
+  one_graph_loss(e).backward();
   double worst = 0;
   for (std::size_t i = 0; i < leaves.size(); ++i) worst = std::max(worst, max_abs_diff(staged[i], leaves[i].grad()));
   res.stages_match_full_graph = worst <= 1e-12;
-  p.line(fmt::format("stage-by-stage gradients vs one backward through MultiHeadAttention: max abs diff {:.1e} {}",
-                     worst, res.stages_match_full_graph ? "(same)" : "(DIFFERENT)"));
+  p.line(fmt::format("stage-by-stage gradients vs one backward through {}: max abs diff {:.1e} {}",
+                     e.p > 0 ? "d2l's ops with the same dropout mask" : "MultiHeadAttention", worst,
+                     res.stages_match_full_graph ? "(same)" : "(DIFFERENT)"));
   return staged;
 }
 
-// (b) the float64 gradient check of L = sum(output * R) w.r.t. every input and weight.
+// (b) the float64 gradient check of L w.r.t. every input and weight.
 void gradient_check(const Example& e, TensorPrinter& p, ExplainResult& res) {
-  const GradcheckResult gc = gradcheck_leaves(
-      [&]() { return ops::sum(e.mha->forward(e.queries, e.keys, e.values, e.valid_lens) * e.R); }, leaves_of(e));
+  const GradcheckResult gc = gradcheck_leaves([&]() { return one_graph_loss(e); }, leaves_of(e));
   const NamedTensors names = named_leaves_of(e);
   for (std::size_t i = 0; i < gc.inputs.size(); ++i) {
     const auto& r = gc.inputs[i];
@@ -73,15 +88,20 @@ void gradient_check(const Example& e, TensorPrinter& p, ExplainResult& res) {
   p.line(fmt::format("gradcheck (float64, eps 1e-6, atol 1e-5, rtol 1e-3): {}", gc.ok ? "PASS" : "FAIL"));
 }
 
-// The autograd graph of one backward through the whole module from R, with every gradient norm
-// (leaf gradients zeroed first, so theirs are this backward's alone).
+// The autograd graph of one backward through d2l's ops (named_forward: the module's composed path,
+// op for op), every node named by what it holds and with its gradient norm; from dL/dY = R at the
+// output, or from the cross-entropy loss. Leaf gradients are zeroed first, so theirs are this
+// backward's alone.
 std::string draw_graph(const Example& e, const std::string& path) {
   for (auto& l : leaves_of(e)) l.zero_grad();
-  const Tensor output = e.mha->forward(e.queries, e.keys, e.values, e.valid_lens);
-  const Graph g = backward_with_graph(output, e.R, {e.mha->named_parameters(), inputs_of(e)});
-  const std::string title = fmt::format("d2l's MultiHeadAttention ({} heads, num_hiddens {}), backward from dL/d output "
-                                        "= R; each node: op, shape, norm of its gradient",
-                                        e.H, e.h);
+  const NamedForward f = named_forward(e);
+  const LeafNames names{e.mha->named_parameters(), e.inputs(), f.results};
+  const Graph g = e.cross_entropy ? backward_with_graph(f.loss, names) : backward_with_graph(f.output, e.R, names);
+  const std::string title =
+      fmt::format("d2l's MultiHeadAttention ({} heads, num_hiddens {}{}), backward from {}; each node: what it holds, "
+                  "op, shape, norm of its gradient",
+                  e.H, e.h, e.self_attention ? ", self-attention" : "",
+                  e.cross_entropy ? "the cross-entropy loss" : "dL/dY = R");
   try {
     return train::write_graph_files(path, g, title);
   } catch (const std::runtime_error&) {
@@ -97,13 +117,15 @@ ExplainResult run(const ExplainOptions& o) {
   print_header(e, p);
   Stages s = forward_stages(e, p);
   backward_stages(e, s, p);
+  ExplainResult res;
+  res.fused_match = true;
+  if (o.fused) res.fused_match = print_fused_backward(e, s, p) <= 1e-12;
 
   p.heading("checks");
-  ExplainResult res;
   const std::vector<Tensor> staged = check_against_full_graph(e, p, res);
   gradient_check(e, p, res);
   if (!o.svg.empty()) {
-    write_explain_svg(o.svg, e, s);
+    write_explain_svg(o.svg, e, s, o.shared_scale);
     p.line(fmt::format("wrote {}", o.svg));
   }
   if (!o.graph.empty()) p.line(draw_graph(e, o.graph));

@@ -17,7 +17,13 @@ struct ExplainOptions {
   std::uint64_t seed = 0;
   int precision = 4;
   bool bias = false;  // W_q, W_k, W_v, W_o with biases (d2l's bias=True)
+  bool self_attention = false; // one X (batch, keys, hidden) for queries, keys and values
+  bool causal = false;         // query i keeps keys j <= i too (valid_lens per query, min(i + 1, valid_len))
+  std::string loss = "r";      // "r": L = sum(Y * R); "cross-entropy": Y are logits, random targets
+  double dropout = 0;          // p of a fixed dropout mask on the attention weights
+  bool fused = false;          // also the fused kernel's backward per head: dP, D, dS, and ops::attention
   std::string svg;    // write the head split, per-head weights and gradients here when not empty
+  bool shared_scale = false;   // --svg: one colour scale for every signed panel (else each its own)
   std::string graph;  // write the autograd graph here (DOT, and SVG when Graphviz is installed)
   // Take inputs, weights, valid_lens and the upstream gradient from a safetensors file laid out
   // like tests/reference/fixtures/mha_d2l.safetensors (PyTorch's numbers) instead of random ones;
@@ -29,6 +35,8 @@ struct ExplainResult {
   std::string text;      // everything `headgrad explain` prints
   bool gradcheck_ok = false;
   bool stages_match_full_graph = false; // staged gradients == one-graph gradients
+  bool fused_match = false;             // --fused: D, dS and ops::attention's gradients equal the stages'
+
   // The main results by fixture name: output, attention_weights (B, H, Tq, Tk), grad.queries,
   // grad.keys, grad.values, then grad.<name> of every parameter (grad.W_q.weight ...).
   std::vector<std::pair<std::string, Tensor>> tensors;

@@ -61,13 +61,16 @@ void TensorPrinter::tensor(const std::string& name, const Tensor& t, const std::
     return;
   }
   const auto [blocks, rows, cols] = blocks_of(t);
+  const bool integers = t.dtype() == DType::i64 || t.dtype() == DType::bool8; // targets, lengths: no decimals
   for (std::int64_t b = 0; b < blocks; ++b) {
     if (blocks > 1) out_ += fmt::format("  [{}]\n", b);
     for (std::int64_t i = 0; i < rows; ++i) {
       out_ += "   ";
-      for (std::int64_t j = 0; j < cols; ++j)
-        out_ += fmt::format(" {:>{}}", format_value(v[static_cast<std::size_t>((b * rows + i) * cols + j)], precision_),
-                            precision_ + 4);
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const double x = v[static_cast<std::size_t>((b * rows + i) * cols + j)];
+        out_ += integers ? fmt::format(" {:>4}", static_cast<std::int64_t>(x))
+                         : fmt::format(" {:>{}}", format_value(x, precision_), precision_ + 4);
+      }
       out_ += "\n";
     }
   }

@@ -15,6 +15,7 @@ std::string format_value(double v, int precision);
 class TensorPrinter {
 public:
   explicit TensorPrinter(int precision) : precision_(precision) {}
+  int precision() const { return precision_; }
   void line(const std::string& s = "") { out_ += s + "\n"; }
   void heading(const std::string& s) { out_ += "\n== " + s + " ==\n"; }
   void tensor(const std::string& name, const Tensor& t, const std::string& note = "");
