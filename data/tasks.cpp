@@ -104,6 +104,20 @@ Batch make_eval_set(const TaskConfig& cfg, std::int64_t count) {
   return generate(cfg, gen, count);
 }
 
+EvalSetReader::EvalSetReader(const TaskConfig& cfg, std::int64_t count) : cfg_(cfg), gen_(kEvalSeed), left_(count) {
+  validate(cfg);
+  if (count < 1)
+    throw std::invalid_argument(fmt::format("make_eval_set: count must be at least 1, got {}", count));
+}
+
+Batch EvalSetReader::next(std::int64_t rows) {
+  if (rows < 1) throw std::invalid_argument(fmt::format("EvalSetReader::next: rows must be at least 1, got {}", rows));
+  if (left_ == 0) return {};
+  const std::int64_t n = std::min(rows, left_);
+  left_ -= n;
+  return generate(cfg_, gen_, n);
+}
+
 Batch slice_batch(const Batch& b, std::int64_t start, std::int64_t count) {
   if (!b.tokens.defined() || !b.targets.defined() || !b.valid_lens.defined())
     throw std::invalid_argument("slice_batch: batch has undefined tensors");

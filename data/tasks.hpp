@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 
+#include "framework/random.hpp"
 #include "framework/tensor.hpp"
 
 namespace headgrad::data {
@@ -71,6 +72,20 @@ inline constexpr std::uint64_t kEvalSeed = 0xE7A1'5E7D'0C0F'FEE5ull;
 // The held-out set: `count` rows generated in order from Generator(kEvalSeed). Identical across
 // calls and runs for the same cfg; the first n rows of a larger set equal a set of size n.
 Batch make_eval_set(const TaskConfig& cfg, std::int64_t count = 1000);
+
+// The held-out set a chunk at a time, without holding it whole: next(n) gives the following
+// min(n, rows left) rows of make_eval_set(cfg, count) - the same rows, the set being drawn in
+// order from one generator - and a Batch with undefined tensors once all `count` were given.
+class EvalSetReader {
+public:
+  EvalSetReader(const TaskConfig& cfg, std::int64_t count); // validates as make_eval_set
+  Batch next(std::int64_t rows);
+
+private:
+  TaskConfig cfg_;
+  Generator gen_;
+  std::int64_t left_;
+};
 
 // Rows [start, start + count) of `b` as views (no copy), with valid_tokens recomputed. `count` is
 // clipped at the end of the batch, like a Python slice, so a loop

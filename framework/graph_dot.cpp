@@ -18,10 +18,20 @@ struct Traced {
   std::unordered_map<const TensorImpl*, std::size_t> index;
 };
 
-const std::string* name_in(const NamedTensors& named, const TensorImpl* t) {
-  for (const auto& [name, tensor] : named)
-    if (tensor.impl() == t) return &name;
-  return nullptr;
+// The names of the leaves by tensor: one lookup per node, whatever the number of parameters.
+struct NameIndex {
+  std::unordered_map<const TensorImpl*, const std::string*> parameters, inputs, results;
+  explicit NameIndex(const LeafNames& names) {
+    for (const auto& [name, tensor] : names.parameters) parameters.emplace(tensor.impl(), &name);
+    for (const auto& [name, tensor] : names.inputs) inputs.emplace(tensor.impl(), &name);
+    for (const auto& [name, tensor] : names.results) results.emplace(tensor.impl(), &name);
+  }
+};
+
+const std::string* name_in(const std::unordered_map<const TensorImpl*, const std::string*>& names,
+                           const TensorImpl* t) {
+  const auto it = names.find(t);
+  return it == names.end() ? nullptr : it->second;
 }
 
 // The values of a tensor small enough to show them, else none.
@@ -29,7 +39,7 @@ std::vector<double> small_values(const Tensor& t) {
   return t.defined() && t.numel() <= kGraphValuesMax ? t.to_vector() : std::vector<double>{};
 }
 
-GraphNode node_of(const std::shared_ptr<TensorImpl>& impl, const LeafNames& names, const Traced& traced) {
+GraphNode node_of(const std::shared_ptr<TensorImpl>& impl, const NameIndex& names, const Traced& traced) {
   const TensorImpl& t = *impl;
   GraphNode n;
   n.shape = t.shape;
@@ -57,9 +67,10 @@ Traced trace(const Tensor& root, const LeafNames& names) {
   if (root.impl()->grad_fn && root.impl()->grad_fn->released)
     throw std::logic_error("trace_graph: the graph was freed by backward(); trace it before, or pass retain_graph=true");
   Traced t;
+  const NameIndex index(names);
   t.tensors = topological_order(root); // inputs before the nodes that read them
   for (std::size_t i = 0; i < t.tensors.size(); ++i) {
-    t.graph.nodes.push_back(node_of(t.tensors[i], names, t));
+    t.graph.nodes.push_back(node_of(t.tensors[i], index, t));
     t.index.emplace(t.tensors[i].get(), i);
   }
   return t;
@@ -146,18 +157,49 @@ Graph backward_with_graph(const Tensor& root, const LeafNames& names) {
   return backward_with_graph(root, Tensor::ones(root.shape(), root.dtype()), names);
 }
 
-std::string graph_dot(const Graph& graph, const std::string& title) {
+std::string graph_dot(const Graph& graph, const std::string& title, std::size_t max_nodes) {
+  const std::size_t n = graph.nodes.size();
+  // The nodes drawn: all, or the max_nodes nearest the root (breadth first from it along the inputs).
+  std::vector<char> drawn(n, n <= max_nodes);
+  std::size_t shown = n;
+  if (n > max_nodes) {
+    std::vector<std::size_t> queue = {n - 1};
+    drawn[n - 1] = 1;
+    for (std::size_t q = 0; q < queue.size() && queue.size() < max_nodes; ++q)
+      for (std::size_t in : graph.nodes[queue[q]].inputs)
+        if (!drawn[in] && queue.size() < max_nodes) {
+          drawn[in] = 1;
+          queue.push_back(in);
+        }
+    shown = queue.size();
+  }
+  std::string cut_note;
+  if (shown < n)
+    cut_note = fmt::format("\\nthe {} nodes nearest the root of {} are drawn (the first ones backward reaches); the "
+                           "grey box stands for the other {}",
+                           shown, n, n - shown);
   std::string s = "digraph autograd {\n";
   s += fmt::format("  graph [fontname=\"sans-serif\", labelloc=t, label=\"{}\\nellipses: op outputs; blue boxes: "
                    "parameters; green boxes: inputs; double border: the root. Arrows run as the forward did; "
-                   "backward walks them in reverse. A tensor of at most {} elements shows its data and grad.\"];\n",
-                   dot_escape(title), kGraphValuesMax);
+                   "backward walks them in reverse. A tensor of at most {} elements shows its data and grad.{}\"];\n",
+                   dot_escape(title), kGraphValuesMax, cut_note);
   s += "  node [fontname=\"sans-serif\", fontsize=10];\n";
-  for (std::size_t i = 0; i < graph.nodes.size(); ++i)
-    s += fmt::format("  n{} [label=\"{}\", {}];\n", i, node_label(graph.nodes[i]),
-                     node_style(graph.nodes[i], i + 1 == graph.nodes.size()));
-  for (std::size_t i = 0; i < graph.nodes.size(); ++i)
-    for (std::size_t in : graph.nodes[i].inputs) s += fmt::format("  n{} -> n{};\n", in, i);
+  if (shown < n)
+    s += fmt::format("  cut [label=\"{} more nodes\\n(not drawn)\", shape=box, style=\"filled,dashed\", "
+                     "fillcolor=\"#eeeeee\"];\n",
+                     n - shown);
+  for (std::size_t i = 0; i < n; ++i)
+    if (drawn[i])
+      s += fmt::format("  n{} [label=\"{}\", {}];\n", i, node_label(graph.nodes[i]),
+                       node_style(graph.nodes[i], i + 1 == n));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!drawn[i]) continue;
+    bool from_cut = false; // one edge from the box, however many of this node's inputs it holds
+    for (std::size_t in : graph.nodes[i].inputs) {
+      if (drawn[in]) s += fmt::format("  n{} -> n{};\n", in, i);
+      else if (!from_cut) s += fmt::format("  cut -> n{} [style=dashed];\n", i), from_cut = true;
+    }
+  }
   s += "}\n";
   return s;
 }

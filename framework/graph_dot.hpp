@@ -56,9 +56,17 @@ Graph trace_graph(const Tensor& root, const LeafNames& names);
 Graph backward_with_graph(const Tensor& root, const Tensor& grad_output, const LeafNames& names);
 Graph backward_with_graph(const Tensor& root, const LeafNames& names); // seed 1: a one-element root
 
+// The most nodes graph_dot draws. A larger graph (a many-layer model's training step) is drawn
+// as the kMaxDrawnNodes nodes nearest the root, the first ones backward reaches (breadth first
+// along the inputs), with one box standing for all the others and an edge from it to every drawn
+// node that read one of them; the title says how many nodes of how many are drawn. The DOT text,
+// and the time Graphviz takes to lay it out, are then bounded whatever the model's size.
+inline constexpr std::size_t kMaxDrawnNodes = 400;
+
 // Graphviz DOT: ops as ellipses, parameters and inputs as filled boxes, the root with a double
 // border; edges point the way the forward ran (backward walks them the other way). A label is
 // the name (if any), the op and shape, the gradient norm, then data and grad for small tensors.
-std::string graph_dot(const Graph& graph, const std::string& title);
+// At most max_nodes nodes of the graph are drawn (above).
+std::string graph_dot(const Graph& graph, const std::string& title, std::size_t max_nodes = kMaxDrawnNodes);
 
 } // namespace headgrad

@@ -38,4 +38,10 @@ std::int64_t window_start(std::int64_t start, std::int64_t length, std::int64_t 
 std::vector<std::int64_t> generate(GPT& model, const std::vector<std::int64_t>& prompt, const GenerateOptions& options,
                                    Generator& gen, const std::function<void(std::int64_t)>& on_token = {});
 
+// The same tokens, each handed to on_token and not kept: only the model's window (at most
+// block_size tokens) and its cache are held, so memory does not grow with options.tokens
+// (`headgrad sample --tokens 100000000` streams in constant memory).
+void generate_streaming(GPT& model, const std::vector<std::int64_t>& prompt, const GenerateOptions& options,
+                        Generator& gen, const std::function<void(std::int64_t)>& on_token);
+
 } // namespace headgrad::models

@@ -16,6 +16,7 @@
 #include "framework/io/safetensors.hpp"
 #include "framework/autograd.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run_model.hpp"
 #include "train/run_optimizer.hpp"
 #include "train/train_step.hpp"
 #include "tests/test_support.hpp"
@@ -464,4 +465,65 @@ TEST_CASE("the run config's field table lists every RunConfig member once, with 
   // is not: it does not change what the checkpoint holds
   const auto meta = run_metadata(RunConfig{}, 0);
   for (const auto& k : keys) CHECK(meta.count(k) == (stored.count(k) ? 1u : 0u));
+}
+
+TEST_CASE("parameter_count and visit_parameter_shapes describe the built model exactly, without building it") {
+  std::vector<RunConfig> configs;
+  RunConfig toy = tiny_config();
+  configs.push_back(toy);
+  toy.layers = 3, toy.d_model = 24, toy.heads = 3, toy.ffn = 40, toy.vocab = 7;
+  configs.push_back(toy);
+  RunConfig text = RunConfig::text_defaults();
+  text.vocab = 65, text.layers = 2, text.d_model = 16, text.heads = 2, text.ffn = 48, text.context = 12;
+  configs.push_back(text);
+  text.tie_weights = "off";
+  configs.push_back(text);
+  for (const RunConfig& c : configs) {
+    CAPTURE(to_text(c.task));
+    CAPTURE(c.layers);
+    CAPTURE(c.tie_weights);
+    const auto model = make_model(c, 1);
+    std::vector<std::pair<std::string, Dims>> want, got;
+    for (const auto& [name, p] : model->named_parameters()) want.emplace_back(name, p.shape());
+    visit_parameter_shapes(c, [&](const std::string& name, const Dims& shape) {
+      got.emplace_back(name, shape);
+      return true;
+    });
+    CHECK(got == want);
+    CHECK(parameter_count(c) == model->num_parameters());
+  }
+  // the walk stops where the visitor says, and a count too large for 64 bits saturates
+  int seen = 0;
+  RunConfig huge = tiny_config();
+  huge.layers = 1'000'000'000;
+  visit_parameter_shapes(huge, [&](const std::string&, const Dims&) { return ++seen < 3; });
+  CHECK(seen == 3);
+  huge.vocab = std::int64_t{1} << 40, huge.d_model = std::int64_t{1} << 40;
+  CHECK(parameter_count(huge) == INT64_MAX);
+}
+
+TEST_CASE("checkpoints carry a checksum of every tensor: a flipped bit in either file is refused by name") {
+  TempDir dir;
+  Trained t(1);
+  const std::string model = dir / "model.safetensors";
+  save_checkpoint(model, *t.model, t.opt.get(), t.cfg, 1);
+  const std::string opt_path = dir / "optimizer.safetensors";
+  for (const std::string& path : {model, opt_path}) {
+    CAPTURE(path);
+    const std::string good = read_file(path);
+    std::string bad = good;
+    bad[bad.size() - 5] ^= 0x01; // the last tensor's data
+    write_file(path, bad);
+    const std::string m = error_of<std::invalid_argument>([&] {
+      if (path == model) (void)load_model_checkpoint(model);
+      else {
+        auto o = make_optimizer(t.cfg, t.model->named_parameters());
+        (void)load_optimizer_state(model, 1, *o);
+      }
+    });
+    CHECK(starts_with(m, path + ": tensor \""));
+    CHECK(contains(m, "fails its checksum"));
+    write_file(path, good);
+  }
+  CHECK(load_model_checkpoint(model).step == 1);
 }

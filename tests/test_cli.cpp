@@ -385,7 +385,7 @@ TEST_CASE("one run per output directory: a second run is refused naming the hold
     REQUIRE(errs.size() == 1);
     CHECK(contains(errs[0], fmt::format("headgrad train: --out {} is in use by another run (pid {} on host ", out, first)));
     kill(first, SIGINT);
-    CHECK(test_support::wait_for(first, 60) == 0);
+    CHECK(test_support::wait_for(first, 60) == 130); // 128 + SIGINT, after saving
     // the lock went with its holder: the run continues there
     const std::int64_t step = train::load_model_checkpoint(out + "/model.safetensors").step;
     CHECK(run({"train", "--resume", out + "/model.safetensors", "--steps", std::to_string(step + 3), "--out", out,
@@ -535,6 +535,49 @@ TEST_CASE("HEADGRAD_BLAS_AUTOCORE=0 keeps the fallback; with nothing set the nat
   INFO("stdout: ", natural.out);
   CHECK(natural.rc == 0);
   CHECK(info_field(natural.out, "BLAS check").find(": ok (worst error") != std::string::npos);
+}
+
+TEST_CASE("flags that do not apply to the task are refused, not ignored") {
+  TempDir dir;
+  for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"train", "--task", "sort", "--text", "book.txt"}, "--text applies to --task text only; this run's task is sort"},
+           {{"train", "--tokenizer", "bytes"}, "--tokenizer applies to --task text only; this run's task is sort"},
+           {{"train", "--task", "copy", "--context", "32"}, "--context applies to --task text only"},
+           {{"train", "--task", "reverse", "--tie-weights", "off"}, "--tie-weights applies to --task text only"},
+           {{"train", "--task", "text", "--vocab", "30"}, "--vocab does not apply to --task text (its vocabulary is the text's"},
+           {{"train", "--task", "text", "--max-len", "30"}, "--max-len does not apply to --task text (its sequence length is --context)"},
+           {{"train", "--task", "text", "--min-len", "3"}, "--min-len does not apply to --task text"}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--steps", "1", "--out", dir / "never"});
+    const Result r = run(a, dir);
+    CAPTURE(want);
+    INFO("stderr: ", r.err);
+    CHECK(r.rc == 2);
+    const auto errs = r.err_lines();
+    REQUIRE(errs.size() == 1);
+    CHECK(contains(errs[0], "headgrad train: " + want));
+  }
+  CHECK_FALSE(fs::exists(dir / "never"));
+}
+
+TEST_CASE("the hints a run prints are shell-quoted: a path with spaces and quotes copies into a shell") {
+  TempDir dir;
+  const std::string out = dir / "my run's dir";
+  const Result r = run({"train", "--task", "text", "--steps", "2", "--batch", "2", "--layers", "1", "--d-model", "16",
+                        "--heads", "2", "--ffn", "32", "--context", "16", "--eval-count", "1", "--threads", "1", "--out",
+                        out},
+                       dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  REQUIRE(r.rc == 0);
+  const std::string key = "sample with: headgrad sample --checkpoint ";
+  const auto at = r.out.find(key);
+  REQUIRE(at != std::string::npos);
+  const std::string word = r.out.substr(at + key.size(), r.out.find('\n', at) - at - key.size());
+  // what a POSIX shell makes of the printed word: the path, one argument
+  const std::string script = dir / "args.sh";
+  std::ofstream(script) << "printf '%s\\n' " << word << " > " << (dir / "args.txt") << "\n";
+  REQUIRE(std::system(("/bin/sh " + script).c_str()) == 0);
+  CHECK(read_file(dir / "args.txt") == out + "/model.safetensors\n");
 }
 
 // Every test program starts through tests/main.cpp, which calls runtime::configure() as the

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "train/curve_points.hpp"
 #include "train/curves_svg.hpp"
 #include "train/trainer.hpp"
 #include "tests/svg_check.hpp"
@@ -116,13 +117,13 @@ TEST_CASE("a resumed run appends to the log a killed run left: its cut row dropp
   const std::string header = "step,loss,lr,tokens_per_s,eval_loss,token_acc,seq_acc\n";
   test_support::write_file(dir / "metrics.csv", header + "1,2.5,0.001,100.0,,,\n2,2.4,0.0");
   {
-    MetricsCsv csv(dir.path.string(), /*append=*/true);
+    MetricsCsv csv(dir.path.string(), /*resume_step=*/1);
     csv.step_row(2, 2.25, 0.002, 100.0);
   }
   CHECK(read_file(dir / "metrics.csv") == header + "1,2.5,0.001,100.0,,,\n2,2.250000,0.002,100.0,,,\n");
   test_support::write_file(dir / "metrics.csv", ""); // killed before its header reached the disk
   {
-    MetricsCsv csv(dir.path.string(), /*append=*/true);
+    MetricsCsv csv(dir.path.string(), /*resume_step=*/1);
     csv.step_row(1, 2.5, 0.001, 100.0);
   }
   const MetricsLog log = read_metrics_csv(dir / "metrics.csv");
@@ -184,4 +185,58 @@ TEST_CASE("headgrad plot overlays runs with a legend, and refuses what is not a 
     CHECK(contains(errs[0], "headgrad plot: "));
     CHECK(contains(errs[0], want));
   }
+}
+
+TEST_CASE("a resumed run cuts the log back to its checkpoint's step: each step once, whatever the killed run wrote after") {
+  TempDir dir;
+  const std::string header = "step,loss,lr,tokens_per_s,eval_loss,token_acc,seq_acc\n";
+  // a run checkpointed at step 2 and killed at step 4, in the middle of a row
+  test_support::write_file(dir / "metrics.csv", header + "1,2.5,0.001,100.0,,,\n2,2.4,0.002,100.0,,,\n"
+                                                         "2,,,,2.3,0.5,0.25\n3,2.3,0.003,100.0,,,\n"
+                                                         "4,2.2,0.004,100.0,,,\n5,2.1");
+  {
+    MetricsCsv csv(dir.path.string(), /*resume_step=*/2);
+    csv.step_row(3, 2.0, 0.003, 100.0);
+    csv.flush();
+    // what the curves see: the kept rows and the new one
+    const MetricsLog log = csv.curves().log();
+    REQUIRE(log.steps.size() == 3);
+    CHECK(log.steps[2].loss == 2.0);
+    CHECK(log.evals.size() == 1);
+  }
+  CHECK(read_file(dir / "metrics.csv") == header + "1,2.5,0.001,100.0,,,\n2,2.4,0.002,100.0,,,\n2,,,,2.3,0.5,0.25\n"
+                                                    "3,2.000000,0.003,100.0,,,\n");
+  // not a log: refused, not cut
+  test_support::write_file(dir / "metrics.csv", "my notes\n1,2,3\n");
+  CHECK(contains(test_support::error_of<std::invalid_argument>([&] { MetricsCsv csv(dir.path.string(), 1); }),
+                 "not a headgrad metrics.csv"));
+  CHECK(read_file(dir / "metrics.csv") == "my notes\n1,2,3\n");
+  // a fresh log is created only where none is (O_EXCL)
+  CHECK(contains(test_support::error_of<std::invalid_argument>([&] { MetricsCsv csv(dir.path.string(), std::nullopt); }),
+                 "cannot write metrics.csv (it exists)"));
+}
+
+TEST_CASE("ThinnedSeries: each point the exact mean of consecutive rows, at most 2 * kCurvePoints of them") {
+  ThinnedSeries<2> s;
+  const std::int64_t n = 10'000;
+  for (std::int64_t i = 1; i <= n; ++i) s.add(i, {static_cast<double>(i), 1.0});
+  const auto points = s.points();
+  CHECK(points.size() <= 2 * kCurvePoints);
+  CHECK(points.size() >= kCurvePoints);
+  std::int64_t next = 1, rows = 0;
+  for (const auto& p : points) {
+    CHECK(p.first_step == next); // consecutive, none lost
+    CHECK(p.rows == p.step - p.first_step + 1);
+    CHECK(p.values[0] == doctest::Approx(static_cast<double>(p.first_step + p.step) / 2)); // the mean of first..step
+    CHECK(p.values[1] == doctest::Approx(1.0));
+    next = p.step + 1;
+    rows += p.rows;
+  }
+  CHECK(rows == n);
+  CHECK(s.rows_per_point() == points.front().rows);
+  // a later row of an earlier step starts the series again from there
+  s.cut_from(5000);
+  CHECK(s.last_step() < 5000);
+  s.add(5000, {1.0, 1.0});
+  CHECK(s.points().back().step == 5000);
 }

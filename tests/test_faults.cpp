@@ -4,6 +4,11 @@
 // behind are removed by the next run's saves (io::remove_stale_temp_files). And the fuzz seed
 // corpus (tests/fuzz/corpus) replays through the reader in the normal and the sanitizer builds.
 //
+// Then what a run meets in its output directory and from the outside: links and special files
+// where it writes or reads (refused, their targets untouched; every link and FIFO is made inside
+// the test's own scratch directory), a user's file where its log would go, signals during
+// start-up and SIGHUP, a SIGKILL's effect on metrics.csv, an optimizer state of another step.
+//
 // The checkpoint is a few MB (d 256, ffn 1024, 2 layers: 6.3 MB model + 12.7 MB optimizer state)
 // and is saved after every step (--save-every 1) with a small batch, so a run spends much of its
 // time writing checkpoints and a kill often lands inside a save. Half the kills are timed from
@@ -17,7 +22,9 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <pty.h>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -53,7 +60,8 @@ pid_t spawn_train(const fs::path& out, const fs::path& logs, int i) {
   std::vector<std::string> args = {HEADGRAD_CLI, "train",  "--d-model",    "256", "--ffn",       "1024",
                                    "--layers",   "2",      "--heads",      "4",   "--batch",     "8",
                                    "--steps",    "100000", "--save-every", "1",   "--eval-every", "0",
-                                   "--threads",  "1",      "--quiet",      "--out", out.string()};
+                                   "--threads",  "1",      "--quiet",      "--out", out.string(),
+                                   "--overwrite"}; // the killed run's metrics.csv is there, without a checkpoint
   return test_support::spawn(args, (logs / fmt::format("run{}.stdout", i)).string(),
                              (logs / fmt::format("run{}.stderr", i)).string());
 }
@@ -256,4 +264,281 @@ TEST_CASE("the fuzz seed corpus replays: valid_* files parse, every other file p
   MESSAGE("corpus: ", parsed, " files parse, ", refused, " are refused");
   CHECK(parsed >= 7);
   CHECK(refused >= 20);
+}
+
+// ---- the output directory: links, special files, files the run did not write --------------------
+
+namespace {
+
+using test_support::contains;
+using test_support::lines_of;
+
+// A tiny, fast run into `out` (flags given later override these).
+std::vector<std::string> tiny_run(const std::string& out, std::int64_t steps, std::vector<std::string> more = {}) {
+  std::vector<std::string> a = {"train",   "--task",  "copy", "--batch",    "16", "--d-model", "16", "--heads",
+                                "2",       "--layers", "1",   "--ffn",      "32", "--max-len", "8",  "--min-len",
+                                "2",       "--vocab", "10",   "--threads",  "1",  "--eval-every", "0", "--eval-count",
+                                "16",      "--steps", std::to_string(steps), "--out", out};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+test_support::CliRun cli(const std::vector<std::string>& args, const TempDir& dir) {
+  return test_support::run_cli(args, dir.path);
+}
+
+// The one stderr line of a refused run (exit code 2).
+std::string refusal(const test_support::CliRun& r) {
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 2);
+  const auto lines = r.err_lines();
+  REQUIRE(lines.size() == 1);
+  return lines[0];
+}
+
+// The step numbers of metrics.csv's step rows, in file order.
+std::vector<std::int64_t> step_rows(const std::string& csv) {
+  std::vector<std::int64_t> out;
+  for (const auto& row : lines_of(csv))
+    if (!row.empty() && std::isdigit(static_cast<unsigned char>(row[0])) && row.find(",,,,") == std::string::npos)
+      out.push_back(std::stoll(row.substr(0, row.find(','))));
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a symbolic link where a run writes is refused, and its target is untouched") {
+  TempDir dir;
+  const std::string victim = dir / "victim.txt";
+  for (const char* name : {"run.lock", "metrics.csv", "curves.svg", "attention.svg", "model.safetensors"}) {
+    CAPTURE(name);
+    test_support::write_file(victim, "precious\n");
+    const std::string out = dir / fmt::format("out_{}", name);
+    fs::create_directories(out);
+    fs::create_symlink(victim, out + "/" + name);
+    const std::string line = refusal(cli(tiny_run(out, 2), dir));
+    CHECK(contains(line, fmt::format("--out {}: {} is a symbolic link (to {})", out, name, victim)));
+    CHECK(read_file(victim) == "precious\n");
+    CHECK_FALSE(fs::exists(out + "/optimizer.safetensors"));
+  }
+  // a resumed run's own log turned into a link: refused as well (appending would follow it)
+  const std::string out = dir / "resumed";
+  REQUIRE(cli(tiny_run(out, 3), dir).rc == 0);
+  fs::rename(out + "/metrics.csv", dir / "moved.csv");
+  fs::create_symlink(dir / "moved.csv", out + "/metrics.csv");
+  const std::string moved = read_file(dir / "moved.csv");
+  const std::string line =
+      refusal(cli({"train", "--resume", out + "/model.safetensors", "--steps", "5", "--out", out, "--quiet"}, dir));
+  CHECK(contains(line, "metrics.csv is a symbolic link"));
+  CHECK(read_file(dir / "moved.csv") == moved);
+}
+
+TEST_CASE("a FIFO or a directory where a run writes or reads is refused instead of hanging") {
+  TempDir dir;
+  const std::string fifo = dir / "pipe";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  // read: --checkpoint, --resume, --text, plot's log (each would wait for a writer forever)
+  for (const auto& [args, part] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"eval", "--checkpoint", fifo}, "is a FIFO (named pipe), not a regular file"},
+           {{"sample", "--checkpoint", fifo}, "is a FIFO (named pipe), not a regular file"},
+           {{"train", "--resume", fifo, "--steps", "9", "--out", dir / "r"}, "is a FIFO (named pipe), not a regular file"},
+           {{"train", "--task", "text", "--text", fifo, "--steps", "1", "--out", dir / "t"},
+            "--text " + fifo + ": is a FIFO (named pipe), not a regular file"},
+           {{"plot", fifo, "--out", dir / "p.svg"}, "is a FIFO (named pipe), not a regular file"}}) {
+    CAPTURE(args[0]);
+    const pid_t pid = test_support::spawn(
+        [&] {
+          std::vector<std::string> all = {HEADGRAD_CLI};
+          all.insert(all.end(), args.begin(), args.end());
+          return all;
+        }(),
+        dir / "fifo.out", dir / "fifo.err", dir.path.string());
+    CHECK(test_support::wait_for(pid, 30) == 2); // a hang fails here after 30 s
+    CHECK(contains(read_file(dir / "fifo.err"), part));
+  }
+  // write: a FIFO or a directory under one of a run's names in --out
+  const std::string out = dir / "out";
+  fs::create_directories(out + "/curves.svg");
+  CHECK(contains(refusal(cli(tiny_run(out, 2), dir)), "curves.svg is a directory, not a regular file"));
+  fs::remove(out + "/curves.svg");
+  REQUIRE(mkfifo((out + "/metrics.csv").c_str(), 0600) == 0);
+  CHECK(contains(refusal(cli(tiny_run(out, 2), dir)), "metrics.csv is a FIFO (named pipe), not a regular file"));
+}
+
+TEST_CASE("a metrics.csv the run did not write is not replaced without --overwrite") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  fs::create_directories(out);
+  test_support::write_file(out + "/metrics.csv", "my own numbers\n");
+  const std::string line = refusal(cli(tiny_run(out, 2), dir));
+  CHECK(contains(line, fmt::format("--out {} holds metrics.csv but no checkpoint", out)));
+  CHECK(contains(line, "--overwrite replaces them"));
+  CHECK(read_file(out + "/metrics.csv") == "my own numbers\n");
+  // so are pictures without a checkpoint
+  fs::remove(out + "/metrics.csv");
+  test_support::write_file(out + "/curves.svg", "<svg/>");
+  CHECK(contains(refusal(cli(tiny_run(out, 2), dir)), "holds curves.svg but no checkpoint"));
+  // --overwrite replaces them
+  REQUIRE(cli(tiny_run(out, 2, {"--overwrite"}), dir).rc == 0);
+  CHECK(step_rows(read_file(out + "/metrics.csv")) == std::vector<std::int64_t>{1, 2});
+  // a log that is nothing but its header (a run stopped before its first step) is no one's data
+  const std::string empty = dir / "empty";
+  fs::create_directories(empty);
+  test_support::write_file(empty + "/metrics.csv", "step,loss,lr,tokens_per_s,eval_loss,token_acc,seq_acc\n");
+  CHECK(cli(tiny_run(empty, 2), dir).rc == 0);
+}
+
+TEST_CASE("metrics.csv after SIGKILL holds every step up to the checkpoint, and a resumed run logs each step once") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  std::vector<std::string> args = {HEADGRAD_CLI};
+  for (const auto& a : tiny_run(out, 1000000, {"--save-every", "7", "--quiet"})) args.push_back(a);
+  const pid_t pid = test_support::spawn(args, dir / "k.out", dir / "k.err", dir.path.string());
+  const fs::path model = fs::path(out) / "model.safetensors";
+  // kill it once a checkpoint of step >= 14 is on disk (rows 1..14 are far from a 50-step flush)
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  std::int64_t step = 0;
+  while (Clock::now() < until) {
+    try {
+      if (fs::exists(model)) step = train::load_model_checkpoint(model.string()).step;
+    } catch (const std::exception&) {
+    }
+    if (step >= 14) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  REQUIRE(kill(pid, SIGKILL) == 0);
+  waitpid(pid, nullptr, 0);
+  REQUIRE(step >= 14);
+  const std::int64_t saved = train::load_model_checkpoint(model.string()).step; // may be later than `step`
+  std::vector<std::int64_t> rows = step_rows(read_file(out + "/metrics.csv"));
+  CAPTURE(saved);
+  REQUIRE(static_cast<std::int64_t>(rows.size()) >= saved); // every step of the checkpoint is logged
+  for (std::int64_t s = 1; s <= saved; ++s) CHECK(rows[static_cast<std::size_t>(s - 1)] == s);
+  // the killed run may have logged steps after its checkpoint; pretend it logged more, cut short
+  {
+    std::ofstream f(out + "/metrics.csv", std::ios::app);
+    f << saved + 1 << ",1.0,0.01,100.0,,,\n" << saved + 2 << ",1.0,0.01,100.0,,,\n" << saved + 3 << ",1.0";
+  }
+  const auto r = cli({"train", "--resume", model.string(), "--steps", std::to_string(saved + 10), "--out", out,
+                      "--quiet"},
+                     dir);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  rows = step_rows(read_file(out + "/metrics.csv"));
+  REQUIRE(static_cast<std::int64_t>(rows.size()) == saved + 10); // each step once
+  for (std::int64_t s = 1; s <= saved + 10; ++s) CHECK(rows[static_cast<std::size_t>(s - 1)] == s);
+}
+
+TEST_CASE("Ctrl-C during start-up stops the run before its first step, exit 130; SIGTERM and SIGHUP save and exit 143, 129") {
+  TempDir dir;
+  // a corpus that takes a moment to read: the signal comes while the run starts up
+  std::string text;
+  const std::string line = "a line of text that is read before the first step, again and again.\n";
+  while (text.size() < (24u << 20)) text += line;
+  test_support::write_file(dir / "big.txt", text);
+  const std::string out = dir / "startup";
+  std::vector<std::string> args = {HEADGRAD_CLI, "train", "--task", "text", "--text", dir / "big.txt", "--steps", "300",
+                                   "--batch", "2", "--layers", "1", "--d-model", "16", "--heads", "2", "--ffn", "32",
+                                   "--context", "16", "--threads", "1", "--out", out};
+  const pid_t pid = test_support::spawn(args, dir / "s.out", dir / "s.err", dir.path.string());
+  // the banner is printed before the corpus is read
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (!contains(read_file(dir / "s.out"), "BLAS:") && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(kill(pid, SIGINT) == 0);
+  const int rc = test_support::wait_for(pid, 60);
+  INFO("stdout: ", read_file(dir / "s.out"), "\nstderr: ", read_file(dir / "s.err"));
+  CHECK(rc == 130);
+  CHECK(contains(read_file(dir / "s.out"), "interrupted while starting up, before step 1: nothing trained"));
+  CHECK_FALSE(fs::exists(out + "/model.safetensors"));
+
+  // mid-run: SIGTERM and SIGHUP (a closed terminal) save a checkpoint and exit 128 + the signal
+  for (const auto& [sig, code] : std::vector<std::pair<int, int>>{{SIGTERM, 143}, {SIGHUP, 129}, {SIGINT, 130}}) {
+    CAPTURE(sig);
+    const std::string o = dir / fmt::format("mid{}", sig);
+    std::vector<std::string> a = {HEADGRAD_CLI};
+    for (const auto& x : tiny_run(o, 1000000)) a.push_back(x);
+    const pid_t p = test_support::spawn(a, dir / "m.out", dir / "m.err", dir.path.string());
+    const auto until2 = Clock::now() + std::chrono::seconds(60);
+    while (lines_of(read_file(o + "/metrics.csv")).size() < 3 && Clock::now() < until2) // 50 steps flushed
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(kill(p, sig) == 0);
+    CHECK(test_support::wait_for(p, 60) == code);
+    const std::string printed = read_file(dir / "m.out");
+    CHECK(contains(printed, "interrupted at step "));
+    const train::LoadedRun run = train::load_model_checkpoint(o + "/model.safetensors");
+    CHECK(contains(printed, fmt::format("interrupted at step {}:", run.step)));
+    CHECK(step_rows(read_file(o + "/metrics.csv")).size() == static_cast<std::size_t>(run.step));
+  }
+}
+
+TEST_CASE("--resume refuses an optimizer state whose step is not the checkpoint's") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  REQUIRE(cli(tiny_run(out, 6), dir).rc == 0);
+  const std::string opt = out + "/optimizer.safetensors";
+  const io::SafetensorsFile f = io::load_safetensors(opt);
+  for (const std::int64_t bad : {std::int64_t{3}, std::int64_t{2'100'000'000}}) {
+    CAPTURE(bad);
+    io::NamedTensors ts = f.tensors;
+    for (auto& [name, t] : ts)
+      if (name == "step") t = Tensor::from_ints({bad}, {});
+    io::save_safetensors(opt, ts, f.metadata);
+    const std::string line =
+        refusal(cli({"train", "--resume", out + "/model.safetensors", "--steps", "9", "--out", out, "--quiet"}, dir));
+    CHECK(contains(line, fmt::format("{}: optimizer state 'step' is {} but the checkpoint is from step 6", opt, bad)));
+  }
+  io::save_safetensors(opt, f.tensors, f.metadata); // the file as it was: resumes
+  CHECK(cli({"train", "--resume", out + "/model.safetensors", "--steps", "9", "--out", out, "--quiet"}, dir).rc == 0);
+}
+
+TEST_CASE("a bit flipped in a checkpoint's tensor data is refused by the tensor's name") {
+  TempDir dir;
+  const std::string out = dir / "run";
+  REQUIRE(cli(tiny_run(out, 2), dir).rc == 0);
+  const std::string model = out + "/model.safetensors";
+  std::string bytes = read_file(model);
+  bytes[bytes.size() - 3] ^= 0x10; // in the last tensor's data (dense.bias)
+  test_support::write_file(model, bytes);
+  const std::string line = refusal(cli({"eval", "--checkpoint", model}, dir));
+  CHECK(contains(line, "tensor \"dense.bias\" fails its checksum"));
+  CHECK(contains(line, "the file is corrupt"));
+}
+
+TEST_CASE("SIGHUP after the terminal went away: the run still saves and exits 129") {
+  // the run's stdout is a terminal (a pseudo-terminal made here) whose other end is then closed,
+  // as when a terminal window is closed: every later write fails with EIO
+  TempDir dir;
+  int master = -1, slave = -1;
+  REQUIRE(openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  const std::string out = dir / "run";
+  std::vector<std::string> args = {HEADGRAD_CLI};
+  for (const auto& a : tiny_run(out, 1000000)) args.push_back(a);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(slave, 1);
+    dup2(slave, 2);
+    close(master);
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    execv(cargs[0], cargs.data());
+    _exit(127);
+  }
+  close(slave);
+  // drain what it prints until it has trained a while, then hang up
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  char buf[4096];
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  while (lines_of(read_file(out + "/metrics.csv")).size() < 3 && Clock::now() < until) {
+    while (read(master, buf, sizeof buf) > 0) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  close(master);
+  REQUIRE(kill(pid, SIGHUP) == 0);
+  CHECK(test_support::wait_for(pid, 60) == 129);
+  const train::LoadedRun run = train::load_model_checkpoint(out + "/model.safetensors");
+  CHECK(run.step >= 50);
+  CHECK(step_rows(read_file(out + "/metrics.csv")).size() == static_cast<std::size_t>(run.step));
 }

@@ -13,8 +13,10 @@
 #include <limits>
 #include <random>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "framework/io/crc32c.hpp"
 #include "framework/io/safetensors.hpp"
 #include "tests/test_support.hpp"
 
@@ -532,4 +534,94 @@ TEST_CASE("safetensors: save is atomic - a failed save leaves the old file and n
     CHECK(load_safetensors(dir / "bare.safetensors").tensors.size() == 2);
     CHECK(dir.temp_files().empty());
   }
+}
+
+TEST_CASE("crc32c: RFC 3720's check value, any split of the bytes, every flipped bit seen") {
+  const std::string check = "123456789";
+  CHECK(crc32c(check.data(), check.size()) == 0xE3069283u);
+  CHECK(crc32c(nullptr, 0) == 0u);
+  std::string bytes(1000, '\0');
+  std::mt19937 rng(3);
+  for (auto& b : bytes) b = static_cast<char>(rng());
+  const std::uint32_t whole = crc32c(bytes.data(), bytes.size());
+  for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{333}, bytes.size()})
+    CHECK(crc32c(bytes.data() + k, bytes.size() - k, crc32c(bytes.data(), k)) == whole);
+  for (std::size_t bit = 0; bit < 8 * 64; ++bit) { // the first 64 bytes, every bit
+    std::string flipped = bytes;
+    flipped[bit / 8] = static_cast<char>(flipped[bit / 8] ^ (1 << (bit % 8)));
+    CHECK(crc32c(flipped.data(), flipped.size()) != whole);
+  }
+}
+
+TEST_CASE("safetensors checksums: written on request, checked on load, a flipped bit refused by the tensor's name") {
+  const test_support::TempDir dir("test_safetensors");
+  const NamedTensors ts = {{"w", Tensor::from({1, 2, 3, 4, 5, 6}, {2, 3})},
+                           {"b", Tensor::from({0.5, -0.5}, {2}, DType::f64)},
+                           {"steps", Tensor::from_ints({7}, {})},
+                           {"empty", Tensor::zeros({0, 3})}};
+  const std::map<std::string, std::string> meta = {{"format", "x"}};
+  const std::string bytes = encode_safetensors(ts, meta, {.checksums = true});
+  // the entries are in the header, one per tensor, 8 hex digits; readers do not see them
+  CHECK(contains(bytes, "\"crc32c.w\":\""));
+  CHECK(contains(bytes, "\"crc32c.empty\":\"00000000\""));
+  const SafetensorsFile f = parse_safetensors(bytes.data(), bytes.size(), "c.st");
+  CHECK(f.metadata == meta);
+  CHECK(f.tensors.size() == 4);
+  // without the option: no entries, and the file is what it always was
+  CHECK_FALSE(contains(encode_safetensors(ts, meta), "crc32c"));
+
+  // every bit of the data buffer, flipped, is refused naming its tensor, in memory and on disk
+  const std::size_t data_start = bytes.size() - (6 * 4 + 2 * 8 + 8);
+  const std::string path = dir / "c.safetensors";
+  for (std::size_t at = data_start; at < bytes.size(); ++at) {
+    std::string bad = bytes;
+    bad[at] = static_cast<char>(bad[at] ^ 0x04);
+    const std::string name = at < data_start + 24 ? "w" : at < data_start + 40 ? "b" : "steps";
+    CAPTURE(at);
+    const std::string m = error_of<std::invalid_argument>([&] { (void)parse_safetensors(bad.data(), bad.size(), "c.st"); });
+    CHECK(contains(m, fmt::format("c.st: tensor \"{}\" fails its checksum", name)));
+    CHECK(contains(m, "the file is corrupt"));
+    if (at == data_start || at + 1 == bytes.size()) {
+      write_file(path, bad);
+      CHECK(contains(error_of<std::invalid_argument>([&] { (void)load_safetensors(path); }),
+                     fmt::format("{}: tensor \"{}\" fails its checksum", path, name)));
+    }
+  }
+  // save_safetensors writes the same entries
+  save_safetensors(path, ts, meta, {.checksums = true});
+  CHECK(read_file(path) == bytes);
+  CHECK(load_safetensors(path).metadata == meta);
+}
+
+TEST_CASE("safetensors checksums: malformed entries and reserved keys are refused, files without them load") {
+  const NamedTensors ts = {{"w", Tensor::from({1, 2}, {2})}};
+  // a file without checksums (every older file, PyTorch's) loads as before
+  const std::string plain = encode_safetensors(ts, {{"k", "v"}});
+  CHECK(parse(plain).metadata == std::map<std::string, std::string>{{"k", "v"}});
+  const std::string data = plain.substr(plain.size() - 8);
+  auto header_with = [&](const std::string& entry) {
+    return file_of("{\"__metadata__\":{" + entry + "},\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+                   data);
+  };
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)parse(header_with("\"crc32c.w\":\"12345\"")); }),
+                 "checksum entry \"crc32c.w\" must be 8 lowercase hex digits"));
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)parse(header_with("\"crc32c.w\":\"ABCDEF01\"")); }),
+                 "must be 8 lowercase hex digits"));
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)parse(header_with("\"crc32c.v\":\"00000000\"")); }),
+                 "checksum entry \"crc32c.v\" names no tensor of the file"));
+  // the caller cannot write them by hand
+  for (bool on : {false, true})
+    CHECK(contains(error_of<std::invalid_argument>(
+                       [&] { (void)encode_safetensors(ts, {{"crc32c.w", "00000000"}}, {.checksums = on}); }),
+                   "keys beginning with \"crc32c.\" are reserved"));
+}
+
+TEST_CASE("load_safetensors refuses a FIFO at once instead of waiting for a writer") {
+  const test_support::TempDir dir("test_safetensors");
+  const std::string fifo = dir / "pipe.safetensors";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  alarm(20); // an open() that waits for a writer ends the test (SIGALRM) instead of hanging it
+  const std::string m = error_of<std::runtime_error>([&] { (void)load_safetensors(fifo); });
+  alarm(0);
+  CHECK(m == fifo + ": is a FIFO (named pipe), not a regular file (a safetensors file must be one)");
 }

@@ -160,5 +160,62 @@ TEST_CASE("text corpus: the default corpus is Debian's fortunes") {
   CHECK(c.tokens.size() > 2'000'000);
   CHECK(c.tokenizer.size() > 90);   // letters, digits, punctuation, a few accented characters
   CHECK(c.tokenizer.size() < 200);
-  CHECK(contains(c.tokenizer.decode(std::vector<std::int64_t>(c.tokens.begin(), c.tokens.begin() + 200)), " "));
+  CHECK(contains(c.tokenizer.decode(c.tokens.slice(0, 200)), " "));
+}
+
+TEST_CASE("text corpus from a file read in 1 MB pieces: a character across a piece's end, the narrowest tokens") {
+  TempDir dir;
+  // "é" (2 bytes) at bytes 2^20 - 1 and 2^20: split between the first two pieces; "€" (3 bytes) and
+  // "😀" (4 bytes) across the second piece's end
+  std::string text(std::size_t{1} << 20, 'a');
+  text.back() = 'b';
+  text.replace(text.size() - 1, 1, "\xC3\xA9");
+  text += std::string((std::size_t{1} << 20) - 3, 'c') + "\xE2\x82\xAC" + "\xF0\x9F\x98\x80" + sample_text();
+  test_support::write_file(dir / "t.txt", text);
+  const TextCorpus file = load_text_corpus(dir / "t.txt", TokenizerKind::chars, 8);
+  const TextCorpus mem = text_corpus_of(text, TokenizerKind::chars, 8, "mem");
+  CHECK(file.fingerprint == fnv1a64(text));
+  CHECK(file.tokenizer.vocabulary() == mem.tokenizer.vocabulary());
+  REQUIRE(file.tokens.size() == mem.tokens.size());
+  CHECK(file.tokens.slice(0, file.tokens.size()) == mem.tokens.slice(0, mem.tokens.size()));
+  CHECK(file.tokenizer.decode(file.tokens.slice(0, file.tokens.size())) == text);
+  CHECK(file.tokens.width() == 1); // fewer than 256 characters: one byte a token
+  CHECK(file.tokens.bytes() == static_cast<std::uint64_t>(file.tokens.size()));
+  // offsets in messages count from the start of the file, across pieces
+  std::string bad = std::string((std::size_t{1} << 20) + 5, 'x') + "\xFF" + sample_text();
+  test_support::write_file(dir / "bad.txt", bad);
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)load_text_corpus(dir / "bad.txt", TokenizerKind::chars, 8); }),
+                 fmt::format("invalid byte 0xff at offset {}", (1 << 20) + 5)));
+  bad[(std::size_t{1} << 20) + 9] = '\0';
+  test_support::write_file(dir / "bad.txt", bad);
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)load_text_corpus(dir / "bad.txt", TokenizerKind::bytes, 8); }),
+                 fmt::format("a NUL byte at offset {}", (1 << 20) + 9)));
+  // a character cut short at the very end
+  test_support::write_file(dir / "cut.txt", sample_text() + "\xE2\x82");
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)load_text_corpus(dir / "cut.txt", TokenizerKind::chars, 8); }),
+                 fmt::format("invalid byte 0xe2 at offset {}", sample_text().size())));
+}
+
+TEST_CASE("TokenSequence: one byte for up to 256 tokens, two up to 65536, four beyond, every value kept") {
+  CHECK(TokenSequence::width_for(2) == 1);
+  CHECK(TokenSequence::width_for(256) == 1);
+  CHECK(TokenSequence::width_for(257) == 2);
+  CHECK(TokenSequence::width_for(65536) == 2);
+  CHECK(TokenSequence::width_for(65537) == 4);
+  for (std::int64_t vocab : {std::int64_t{256}, std::int64_t{65536}, std::int64_t{1} << 20}) {
+    CAPTURE(vocab);
+    TokenSequence t(5, vocab);
+    const std::vector<std::int64_t> values = {0, 1, vocab / 2, vocab - 2, vocab - 1};
+    for (std::int64_t i = 0; i < 5; ++i) t.set(i, values[static_cast<std::size_t>(i)]);
+    CHECK(t.slice(0, 5) == values);
+    CHECK(t[4] == vocab - 1);
+    CHECK(t.bytes() == static_cast<std::uint64_t>(5 * TokenSequence::width_for(vocab)));
+  }
+  // a text of more than 256 characters takes two bytes a token, and decodes back
+  std::string text = sample_text();
+  for (char32_t cp = 0x400; cp < 0x400 + 300; ++cp)
+    text += std::string{static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+  const TextCorpus c = text_corpus_of(text, TokenizerKind::chars, 8, "wide");
+  CHECK(c.tokens.width() == 2);
+  CHECK(c.tokenizer.decode(c.tokens.slice(0, c.tokens.size())) == text);
 }

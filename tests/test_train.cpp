@@ -22,6 +22,7 @@
 #include "framework/io/safetensors.hpp"
 #include "train/run_directory.hpp"
 #include "train/run_optimizer.hpp"
+#include "train/task_data.hpp"
 #include "train/trainer.hpp"
 #include "tests/test_support.hpp"
 
@@ -314,6 +315,28 @@ TEST_CASE("evaluate(): an untrained model is near chance, a trained one is not")
   CHECK(t2.loss == t.loss);
 }
 
+TEST_CASE("evaluate() over the held-out set read a chunk at a time equals it over the whole set") {
+  TrainOptions o = tiny("", 1);
+  models::SequenceModel m(o.run.model_config(), 5);
+  const TaskData data(o.run);
+  for (std::int64_t count : {std::int64_t{1}, std::int64_t{7}, std::int64_t{5000}}) { // 5000: three chunks of 2048
+    CAPTURE(count);
+    const EvalResult whole = evaluate(m, data.eval_set(count));
+    const EvalResult streamed = evaluate(m, data.eval_rows(count), o.run.max_len);
+    CHECK(streamed.loss == doctest::Approx(whole.loss).epsilon(1e-12));
+    CHECK(streamed.token_acc == whole.token_acc);
+    CHECK(streamed.seq_acc == whole.seq_acc);
+  }
+  // one example alone is that row of the set
+  const data::Batch set = data.eval_set(3000);
+  for (std::int64_t k : {std::int64_t{0}, std::int64_t{2047}, std::int64_t{2048}, std::int64_t{2999}}) {
+    CAPTURE(k);
+    const data::Batch one = data.eval_example(k);
+    CHECK(one.tokens.to_int_vector() == data::slice_batch(set, k, 1).tokens.to_int_vector());
+    CHECK(one.valid_lens.to_int_vector() == data::slice_batch(set, k, 1).valid_lens.to_int_vector());
+  }
+}
+
 TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the last checkpoint is intact") {
   TempDir dir;
   TrainOptions o = tiny(dir.path.string(), 20);
@@ -417,7 +440,7 @@ TEST_CASE("train() refuses bad options before touching anything") {
   }
 }
 
-TEST_CASE("SIGINT through the CLI: exit 0, 'interrupted', a loadable checkpoint, and --resume continues") {
+TEST_CASE("SIGINT through the CLI: exit 130, 'interrupted', a loadable checkpoint, and --resume continues") {
   TempDir dir;
   const std::string out = dir / "run";
   std::vector<std::string> args = {"train", "--steps", "200000", "--out", out};
@@ -431,7 +454,7 @@ TEST_CASE("SIGINT through the CLI: exit 0, 'interrupted', a loadable checkpoint,
   const int rc = wait_for(c);
   const std::string stdout_text = read_file(c.out_path);
   INFO("stdout: ", stdout_text, "\nstderr: ", read_file(c.err_path));
-  CHECK(rc == 0);
+  CHECK(rc == 130); // 128 + SIGINT, as shells expect of an interrupted program
   CHECK(contains(stdout_text, "interrupted at step "));
   CHECK(contains(stdout_text, "(interrupted)"));
   const LoadedRun run = load_model_checkpoint(out + "/model.safetensors");

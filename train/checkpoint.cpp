@@ -85,8 +85,9 @@ void save_checkpoint(const std::string& model_path, const models::TokenModel& mo
                      const RunConfig& cfg, std::int64_t step, const CheckpointExtras& extras) {
   auto meta = run_metadata(cfg, step);
   meta.insert(extras.metadata.begin(), extras.metadata.end());
+  const io::SaveOptions checked{.checksums = true}; // a flipped bit is refused when the run is loaded
   if (!optimizer) {
-    io::save_safetensors(model_path, model.named_parameters(), meta);
+    io::save_safetensors(model_path, model.named_parameters(), meta, checked);
     return;
   }
   // Kill points and what they leave (model M = the step on disk before this save, N = this one):
@@ -100,15 +101,43 @@ void save_checkpoint(const std::string& model_path, const models::TokenModel& mo
   if (std::filesystem::exists(cur, ec)) std::filesystem::rename(cur, prev);
   NamedTensors state = optimizer->state();
   state.insert(state.end(), extras.run_state.begin(), extras.run_state.end());
-  io::save_safetensors(cur, state, meta);
-  io::save_safetensors(model_path, model.named_parameters(), meta);
+  io::save_safetensors(cur, state, meta, checked);
+  io::save_safetensors(model_path, model.named_parameters(), meta, checked);
   std::filesystem::remove(prev, ec); // best effort: a leftover prev is never preferred over a match
 }
+
+namespace {
+
+// The model the metadata describes must be the one the file holds, before it is built: a
+// tampered or damaged size (d_model 65536, layers 100000, vocab 1e11) would otherwise allocate
+// what it claims. Every parameter of that model must be in the file with its shape (the messages
+// are Module::load_parameters'), so the model is no larger than the file's tensors, which the
+// reader has bounded by the file's size; load_parameters then checks the rest (extra tensors,
+// dtypes) as it copies them.
+void check_model_fits_file(const RunConfig& cfg, const io::SafetensorsFile& f, const std::string& path) {
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : f.tensors) given[name] = &t;
+  visit_parameter_shapes(cfg, [&](const std::string& name, const Dims& shape) {
+    const auto it = given.find(name);
+    if (it == given.end())
+      throw std::invalid_argument(fmt::format("{}: missing parameter '{}' (expected shape {}; the model the metadata "
+                                              "describes is not built)",
+                                              path, name, shape));
+    if (!(it->second->shape() == shape))
+      throw std::invalid_argument(fmt::format("{}: parameter '{}' has shape {} but the model expects {} (the model the "
+                                              "metadata describes is not built)",
+                                              path, name, it->second->shape(), shape));
+    return true;
+  });
+}
+
+} // namespace
 
 LoadedRun load_model_checkpoint(const std::string& model_path) {
   io::SafetensorsFile f = io::load_safetensors(model_path);
   LoadedRun run;
   run.config = run_config_from_metadata(f.metadata, model_path, run.step);
+  check_model_fits_file(run.config, f, model_path);
   run.model = make_model(run.config, run.config.seed);
   run.model->load_parameters(f.tensors, model_path);
   run.metadata = f.metadata;

@@ -171,12 +171,15 @@ std::string legend_entry(int y, const std::string& colour, const Series& style, 
 
 // One run: an entry per series in its colour. Several: an entry per run in its colour, then the
 // line styles in grey.
-std::string legend_svg(const std::vector<RunCurves>& runs) {
+// `per_point` > 1: the log was thinned, each point of a step series the mean of that many steps.
+std::string legend_svg(const std::vector<RunCurves>& runs, std::int64_t per_point) {
   std::string s = fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">legend</text>\n", kLegendX, kTop + 6);
   int y = kTop + 24;
+  const std::string raw = per_point > 1 ? fmt::format("training loss, mean of every {} steps", per_point)
+                                        : std::string("training loss, every step");
   if (runs.size() == 1) {
     for (const Series* series : {&kRaw, &kSmooth, &kEvalLoss, &kTokenAcc, &kSeqAcc, &kLr}) {
-      s += legend_entry(y, series->colour, *series, series->label);
+      s += legend_entry(y, series->colour, *series, series == &kRaw ? raw : series->label);
       y += 18;
     }
     return s;
@@ -188,8 +191,8 @@ std::string legend_svg(const std::vector<RunCurves>& runs) {
     y += 18;
   }
   y += 10;
-  for (const auto& [series, label] : std::vector<std::pair<const Series*, const char*>>{
-           {&kRaw, "faint: training loss, every step"},
+  for (const auto& [series, label] : std::vector<std::pair<const Series*, std::string>>{
+           {&kRaw, "faint: " + raw},
            {&kSmooth, "solid: training loss (smoothed), token acc, lr"},
            {&kEvalLoss, "dashed: held-out loss, sequence acc"}}) {
     s += legend_entry(y, "#555", *series, label);
@@ -221,7 +224,28 @@ std::vector<double> smoothed(const std::vector<double>& values, double beta) {
   return out;
 }
 
-std::string render_curves_svg(const std::vector<RunCurves>& runs, const std::string& title) {
+namespace {
+
+// The log with at most 2 * kCurvePoints points per series: as CurveLog keeps it.
+MetricsLog thinned(const MetricsLog& log) {
+  if (log.steps.size() <= 2 * kCurvePoints && log.evals.size() <= 2 * kCurvePoints) return log;
+  CurveLog c;
+  for (const auto& s : log.steps) c.add_step(s.step, s.loss, s.lr);
+  for (const auto& e : log.evals) c.add_eval(e.step, e.loss, e.token_acc, e.seq_acc);
+  MetricsLog out = c.log();
+  out.rows_per_point *= log.rows_per_point;
+  return out;
+}
+
+} // namespace
+
+std::string render_curves_svg(const std::vector<RunCurves>& given, const std::string& title) {
+  std::vector<RunCurves> runs;
+  std::int64_t per_point = 1;
+  for (const auto& r : given) {
+    runs.push_back({r.name, thinned(r.log)});
+    per_point = std::max(per_point, runs.back().log.rows_per_point);
+  }
   double max_step = 1;
   for (const auto& r : runs) {
     if (!r.log.steps.empty()) max_step = std::max(max_step, static_cast<double>(r.log.steps.back().step));
@@ -240,13 +264,12 @@ std::string render_curves_svg(const std::vector<RunCurves>& runs, const std::str
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">optimizer step</text>\n", kLeft + kPlotW / 2,
                    height - 8);
   for (std::size_t i = 0; i < runs.size(); ++i) s += run_svg(runs[i], i, runs.size() == 1, loss, acc, lr, max_step);
-  s += legend_svg(runs);
+  s += legend_svg(runs, per_point);
   return s + "</svg>\n";
 }
 
-void write_run_curves(const std::string& out_dir) {
+void write_run_curves(const std::string& out_dir, const MetricsLog& log) {
   namespace fs = std::filesystem;
-  const MetricsLog log = read_metrics_csv((fs::path(out_dir) / "metrics.csv").string());
   write_svg_file((fs::path(out_dir) / "curves.svg").string(),
                  render_curves_svg({{out_dir, log}}, fmt::format("training curves: {}", out_dir)));
 }

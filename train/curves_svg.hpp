@@ -26,12 +26,14 @@ std::vector<double> smoothed(const std::vector<double>& values, double beta);
 std::vector<double> smoothed(const std::vector<double>& values);
 
 // Each run's polylines carry class="train-loss" (smoothed), "train-loss-raw", "eval-loss",
-// "token-acc", "seq-acc" or "lr", and data-run="<index of the run>".
+// "token-acc", "seq-acc" or "lr", and data-run="<index of the run>". Bounded whatever the runs'
+// lengths: a log of more than 2 * kCurvePoints rows in a series is thinned first (means of
+// consecutive rows, train/curve_points.hpp), and the legend says how many steps a point stands for.
 std::string render_curves_svg(const std::vector<RunCurves>& runs, const std::string& title);
 
-// OUT_DIR/curves.svg from OUT_DIR/metrics.csv, written atomically: the trainer calls this at every
-// evaluation. Throws std::invalid_argument (an unreadable log) or std::runtime_error (the picture
-// cannot be written), naming the file.
-void write_run_curves(const std::string& out_dir);
+// OUT_DIR/curves.svg of `log` (the run's metrics.csv as MetricsCsv keeps it), written atomically:
+// the trainer calls this at every evaluation. Throws std::runtime_error naming the file if the
+// picture cannot be written.
+void write_run_curves(const std::string& out_dir, const MetricsLog& log);
 
 } // namespace headgrad::train

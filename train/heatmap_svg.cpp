@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <stdexcept>
 
 namespace headgrad::train {
 namespace {
@@ -142,9 +143,10 @@ std::string range_bar_svg(int x, int y, int width, double max) {
 }
 
 // One map with its title, its cells (hover: the value), its labels and, when signed, its range;
-// (x, y) is its title's corner and title_h the height of its row's titles.
+// (x, y) is its title's corner and title_h the height of its row's titles. `blocks`: the map is
+// block averages of blocks this large (1 x 1: the values themselves).
 std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const Heatmap& map, int x, int y,
-                    int title_h) {
+                    int title_h, std::int64_t block_rows, std::int64_t block_cols) {
   const std::int64_t nq = map.values.shape()[0], nk = map.values.shape()[1];
   const int mx = x + kLabel, my = y + title_h + kLabel;
   const auto lines = title_lines(map.title);
@@ -160,15 +162,21 @@ std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const
   const double scale = own ? signed_scale(grid, map) : 1; // signed: the largest |value| at full colour
   const Cell cell = cell_of(grid, map);
   s += fmt::format("<g><title>{} {}</title>\n", xml_escape(row_title), xml_escape(flat));
+  const bool averaged = block_rows > 1 || block_cols > 1;
   for (std::int64_t i = 0; i < nq; ++i)
     for (std::int64_t j = 0; j < nk; ++j) {
       const auto at = static_cast<std::size_t>(i * nk + j);
       const double w = v[at];
       const bool is_masked = !masked.empty() && masked[at] != 0;
       const int x0 = mx + static_cast<int>(j) * cell.w, y0 = my + static_cast<int>(i) * cell.h;
+      const std::string where =
+          averaged ? fmt::format("mean of rows {}..{}, columns {}..{}", i * block_rows, (i + 1) * block_rows - 1,
+                                 j * block_cols, (j + 1) * block_cols - 1)
+                   : fmt::format("[{}, {}]", i, j);
       s += fmt::format(
-          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>[{}, {}] = {}{}</title></rect>\n", x0, y0,
-          cell.w, cell.h, own ? signed_color(w / scale) : weight_color(w), i, j, fixed(w, 4), is_masked ? " (masked)" : "");
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} = {}{}</title></rect>\n", x0, y0,
+          cell.w, cell.h, own ? signed_color(w / scale) : weight_color(w), where, fixed(w, 4),
+          is_masked ? " (masked)" : "");
       if (is_masked)
         s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"url(#masked)\"/>\n", x0, y0, cell.w,
                          cell.h);
@@ -181,6 +189,7 @@ std::string map_svg(const HeatmapGrid& grid, const std::string& row_title, const
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n</g>\n", mx, my,
                    nk * cell.w, nq * cell.h);
   if (own) s += range_bar_svg(mx, my + static_cast<int>(nq) * cell.h + 6, static_cast<int>(nk) * cell.w, scale);
+  if (averaged) return s; // a label would name one position of a block
   for (std::int64_t j = 0; j < nk && j < static_cast<std::int64_t>(grid.key_labels.size()); ++j)
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", mx + j * cell.w + cell.w / 2, my - 6,
                      xml_escape(grid.key_labels[static_cast<std::size_t>(j)]));
@@ -237,9 +246,60 @@ std::string legend_svg(const HeatmapGrid& grid, int width, int height) {
   return s;
 }
 
+// The grid with every map capped at kMaxHeatmapCells cells a side (block averages, said in the
+// map's title), and the block sizes of each map, row by row.
+struct Bounded {
+  HeatmapGrid grid;
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> blocks;
+};
+
+Bounded bounded(const HeatmapGrid& given) {
+  Bounded b;
+  b.grid = given; // every setting; the maps' tensors are shared, not copied
+  for (HeatmapRow& row : b.grid.rows) {
+    auto& blocks = b.blocks.emplace_back();
+    for (Heatmap& map : row.maps) {
+      BlockAverages a = block_averages(map.values);
+      if (a.block_rows > 1 || a.block_cols > 1) {
+        map.title += fmt::format("\n{} x {}, shown as means of {} x {} blocks", map.values.shape()[0],
+                                 map.values.shape()[1], a.block_rows, a.block_cols);
+        map.values = std::move(a.values);
+        map.masked = Tensor(); // a block mixes kept and masked entries: its mean is what it shows
+      }
+      blocks.emplace_back(a.block_rows, a.block_cols);
+    }
+  }
+  return b;
+}
+
 } // namespace
 
-std::string render_heatmaps_svg(const HeatmapGrid& grid) {
+BlockAverages block_averages(const Tensor& values, std::int64_t max_cells) {
+  if (values.dim() != 2)
+    throw std::invalid_argument(fmt::format("block_averages: expected a 2-D map, got shape {}", values.shape()));
+  if (max_cells < 1) throw std::invalid_argument(fmt::format("block_averages: max_cells must be >= 1, got {}", max_cells));
+  const std::int64_t rows = values.shape()[0], cols = values.shape()[1];
+  if (rows <= max_cells && cols <= max_cells) return {values, 1, 1};
+  const std::int64_t br = (rows + max_cells - 1) / max_cells, bc = (cols + max_cells - 1) / max_cells;
+  const std::int64_t out_rows = (rows + br - 1) / br, out_cols = (cols + bc - 1) / bc;
+  std::vector<double> sum(static_cast<std::size_t>(out_rows * out_cols), 0.0);
+  const Tensor c = values.contiguous();
+  dispatch_float(c.dtype(), "block_averages", [&]<typename T>() {
+    const T* p = c.data<T>();
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) sum[static_cast<std::size_t>(i / br * out_cols + j / bc)] += p[i * cols + j];
+  });
+  for (std::int64_t i = 0; i < out_rows; ++i)
+    for (std::int64_t j = 0; j < out_cols; ++j) {
+      const std::int64_t n = (std::min(rows, (i + 1) * br) - i * br) * (std::min(cols, (j + 1) * bc) - j * bc);
+      sum[static_cast<std::size_t>(i * out_cols + j)] /= static_cast<double>(n);
+    }
+  return {Tensor::from(sum, {out_rows, out_cols}, DType::f64), br, bc};
+}
+
+std::string render_heatmaps_svg(const HeatmapGrid& given) {
+  const Bounded b = bounded(given);
+  const HeatmapGrid& grid = b.grid;
   const Layout l = layout_of(grid);
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
@@ -255,7 +315,8 @@ std::string render_heatmaps_svg(const HeatmapGrid& grid) {
     s += fmt::format("<text x=\"8\" y=\"{}\" font-weight=\"bold\">{}</text>\n",
                      l.row_y[r] + l.title_h[r] + kLabel + l.row_h[r] / 2, xml_escape(row.title));
     for (std::size_t c = 0; c < row.maps.size(); ++c)
-      s += map_svg(grid, row.title, row.maps[c], l.col_x[c], l.row_y[r], l.title_h[r]);
+      s += map_svg(grid, row.title, row.maps[c], l.col_x[c], l.row_y[r], l.title_h[r], b.blocks[r][c].first,
+                   b.blocks[r][c].second);
   }
   s += legend_svg(grid, l.width, l.height);
   s += "</svg>\n";

@@ -50,6 +50,24 @@ struct HeatmapGrid {
   bool numbers = false;
 };
 
+// The most cells a map is drawn with along each axis. A larger map (a T x T attention map of a
+// long sequence) is drawn as block averages, each cell the mean of a block of
+// ceil(rows / kMaxHeatmapCells) x ceil(cols / kMaxHeatmapCells) values, and its title says so; a
+// picture's bytes and drawing time then depend on the number of maps, not on their sizes.
+inline constexpr std::int64_t kMaxHeatmapCells = 64;
+
+// `values` (2-D, float32 or float64) averaged over blocks of block_rows x block_cols =
+// ceil(rows / max_cells) x ceil(cols / max_cells) values, so that it has at most max_cells rows
+// and columns (the last block of a row or column holds what is left and is averaged over that).
+// A map that fits is returned as it is, with blocks of 1 x 1.
+struct BlockAverages {
+  Tensor values; // (ceil(rows / block_rows), ceil(cols / block_cols)), float64 when averaged
+  std::int64_t block_rows = 1, block_cols = 1;
+};
+BlockAverages block_averages(const Tensor& values, std::int64_t max_cells = kMaxHeatmapCells);
+
+// The SVG of the grid, each map capped at kMaxHeatmapCells x kMaxHeatmapCells cells (above).
+// Labels along a map's axes are drawn only for a map shown cell for cell.
 std::string render_heatmaps_svg(const HeatmapGrid& grid);
 
 } // namespace headgrad::train

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "train/shell_quote.hpp"
+
 namespace headgrad::train {
 namespace {
 
@@ -61,7 +63,12 @@ void Progress::eval(std::int64_t step, const EvalResult& e) {
 void Progress::interrupted(std::int64_t step, const std::string& model_path) {
   if (quiet_) return;
   fmt::print("{}interrupted at step {}: checkpoint saved to {} (continue with --resume {})\n", tty_ ? kClearLine : "",
-             step, model_path, model_path);
+             step, model_path, shell_quote(model_path));
+}
+
+void Progress::interrupted_at_start(std::int64_t done) {
+  if (quiet_) return;
+  fmt::print("interrupted while starting up, before step {}: nothing trained, nothing saved\n", done + 1);
 }
 
 void Progress::done() {

@@ -19,6 +19,7 @@ public:
   void step(std::int64_t step, double loss, double lr, double train_seconds);
   void eval(std::int64_t step, const EvalResult& e);
   void interrupted(std::int64_t step, const std::string& model_path);
+  void interrupted_at_start(std::int64_t done); // before step done + 1: nothing trained or saved
   void done(); // clears the bar
 
 private:

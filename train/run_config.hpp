@@ -95,12 +95,19 @@ inline Rule positive() { return {Rule::Kind::positive}; }
 inline Rule fraction() { return {Rule::Kind::fraction}; }
 inline Rule one_of(std::vector<std::string> choices) { return {Rule::Kind::one_of, 0, std::move(choices)}; }
 
+// Which tasks a field means something to: a flag given for another task is refused, not ignored.
+enum class Applies { every_task, toy_tasks, text_task };
+
 struct FieldInfo {
   const char* flag; // command-line flag without dashes; the metadata and JSON key is metadata_key()
   const char* help;
   Role role;
   Rule rule = {};
+  Applies applies = Applies::every_task;
 };
+inline bool applies_to(const FieldInfo& f, data::Task task) {
+  return f.applies == Applies::every_task || (f.applies == Applies::text_task) == (task == data::Task::text);
+}
 // "d-model" -> "d_model"
 std::string metadata_key(const FieldInfo& field);
 
@@ -119,9 +126,11 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
   visit(FieldInfo{"heads", "attention heads (must divide d-model)", Role::shape, at_least(1)}, &R::heads);
   visit(FieldInfo{"layers", "encoder blocks", Role::shape, at_least(1)}, &R::layers);
   visit(FieldInfo{"ffn", "hidden width of the position-wise FFN", Role::shape, at_least(1)}, &R::ffn);
-  visit(FieldInfo{"max-len", "longest sequence = padded length T", Role::shape, at_least(1)}, &R::max_len);
-  visit(FieldInfo{"min-len", "shortest sequence", Role::shape, at_least(1)}, &R::min_len);
-  visit(FieldInfo{"vocab", "vocabulary size V (token 0 is padding)", Role::shape, at_least(2)}, &R::vocab);
+  visit(FieldInfo{"max-len", "longest sequence = padded length T", Role::shape, at_least(1), Applies::toy_tasks},
+        &R::max_len);
+  visit(FieldInfo{"min-len", "shortest sequence", Role::shape, at_least(1), Applies::toy_tasks}, &R::min_len);
+  visit(FieldInfo{"vocab", "vocabulary size V (token 0 is padding)", Role::shape, at_least(2), Applies::toy_tasks},
+        &R::vocab);
   visit(FieldInfo{"lr", "peak learning rate", Role::tunable, positive()}, &R::lr);
   visit(FieldInfo{"optimizer", "adam, adamw or sgd", Role::fixed, one_of({"adam", "adamw", "sgd"})}, &R::optimizer);
   visit(FieldInfo{"weight-decay", "weight decay (L2 for adam/sgd, decoupled for adamw)", Role::tunable, at_least(0)},
@@ -146,15 +155,16 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
                   Role::tunable, one_of({"all", "matrices"})},
         &R::decay);
   visit(FieldInfo{"text", "task text: the text file to learn (default: Debian's fortunes, /usr/share/games/fortunes)",
-                  Role::fixed},
+                  Role::fixed, {}, Applies::text_task},
         &R::text);
   visit(FieldInfo{"tokenizer", "task text: chars (one token per character of the text) or bytes (256, any text)",
-                  Role::shape, one_of({"chars", "bytes"})},
+                  Role::shape, one_of({"chars", "bytes"}), Applies::text_task},
         &R::tokenizer);
-  visit(FieldInfo{"context", "task text: tokens of context, the sequence length T", Role::shape, at_least(1)},
+  visit(FieldInfo{"context", "task text: tokens of context, the sequence length T", Role::shape, at_least(1),
+                  Applies::text_task},
         &R::context);
   visit(FieldInfo{"tie-weights", "task text: the output layer shares the token embedding's weight, on or off",
-                  Role::shape, one_of({"on", "off"})},
+                  Role::shape, one_of({"on", "off"}), Applies::text_task},
         &R::tie_weights);
   visit(FieldInfo{"shards", "cut each batch into S shards whose gradients add up in one fixed tree: the bits depend "
                   "on S, not on how ranks and threads share the shards (0: ranks x threads; each shard runs on one "

@@ -6,12 +6,17 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
 #include "train/checkpoint.hpp"
+#include "train/metrics_csv.hpp"
+#include "train/shell_quote.hpp"
 
 namespace headgrad::train {
 namespace {
@@ -41,11 +46,49 @@ std::string holder_text() {
   return fmt::format("pid {} on host {}, started {}", getpid(), host, when);
 }
 
+// The files a run leaves; a directory with any of the checkpoint ones holds a run.
+const char* const kCheckpointFiles[] = {"model.safetensors", "optimizer.safetensors", "optimizer.prev.safetensors"};
+const char* const kOtherRunFiles[] = {"metrics.csv", "curves.svg", "attention.svg"};
+const char* const kLockFile = "run.lock";
+
+// Refuses a name of the run's files that is there as anything but a regular file: above all a
+// symbolic link, which a write could follow out of the directory.
+void refuse_non_regular(const std::string& dir) {
+  for (const std::string& name : RunDirectory::file_names()) {
+    const fs::path p = fs::path(dir) / name;
+    struct stat st {};
+    if (lstat(p.c_str(), &st) != 0) continue; // absent (or unreadable: the open will say)
+    if (S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      const fs::path target = fs::read_symlink(p, ec);
+      throw std::invalid_argument(fmt::format("--out {}: {} is a symbolic link (to {}); a run does not write through "
+                                              "links: remove it or choose another --out",
+                                              dir, name, ec ? "?" : target.string()));
+    }
+    if (!S_ISREG(st.st_mode))
+      throw std::invalid_argument(fmt::format("--out {}: {} is {}, not a regular file; remove it or choose another "
+                                              "--out",
+                                              dir, name,
+                                              S_ISDIR(st.st_mode)    ? "a directory"
+                                              : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                                                                     : "a special file"));
+  }
+}
+
 // Takes DIR/run.lock or throws naming its holder; returns the open descriptor that holds it.
 int lock(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "run.lock").string();
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::invalid_argument(fmt::format("--out {}: cannot open {} ({})", dir, path, std::strerror(errno)));
+  const std::string path = (fs::path(dir) / kLockFile).string();
+  // O_NOFOLLOW: a link planted since refuse_non_regular is not followed (ELOOP); O_NONBLOCK: nor
+  // does a FIFO block the open.
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::invalid_argument(fmt::format("--out {}: cannot open {} ({})", dir, path,
+                                            errno == ELOOP ? "it is a symbolic link" : std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw std::invalid_argument(fmt::format("--out {}: {} is not a regular file", dir, path));
+  }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char holder[512] = {};
@@ -67,10 +110,6 @@ int lock(const std::string& dir) {
   return fd;
 }
 
-// The files a run leaves; a directory with any of the checkpoint ones holds a run.
-const char* const kCheckpointFiles[] = {"model.safetensors", "optimizer.safetensors", "optimizer.prev.safetensors"};
-const char* const kOtherRunFiles[] = {"metrics.csv", "attention.svg"};
-
 // " (step N)" of the checkpoint in dir, if its model file reads as one; "" otherwise.
 std::string step_of_checkpoint(const fs::path& dir) {
   try {
@@ -82,30 +121,68 @@ std::string step_of_checkpoint(const fs::path& dir) {
   }
 }
 
+// A metrics.csv with nothing in it but (part of) its header: a run that stopped before its first
+// step left it, and replacing it loses nothing.
+bool empty_log(const fs::path& p) {
+  if (p.filename() != "metrics.csv") return false;
+  std::error_code ec;
+  const auto size = fs::file_size(p, ec);
+  if (ec || size > 256) return false;
+  std::ifstream in(p, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return std::string(kMetricsHeader).rfind(text, 0) == 0; // a prefix of the header, or all of it
+}
+
 // Refuses (or, with overwrite, clears) a directory that holds a checkpoint other than the one
-// this run resumes.
-void claim(const std::string& dir, const std::string& resume, bool overwrite) {
+// this run resumes, or files of a run's names with no checkpoint at all. Returns whether the
+// directory holds the checkpoint this run resumes.
+bool claim(const std::string& dir, const std::string& resume, bool overwrite) {
   const fs::path d(dir);
   std::error_code ec;
   bool holds = false;
   for (const char* f : kCheckpointFiles) holds = holds || fs::exists(d / f, ec);
-  if (!holds) return;
-  if (!resume.empty() && fs::equivalent(d / "model.safetensors", resume, ec)) return; // the run it continues
-  if (!overwrite)
+  if (holds && !resume.empty() && fs::equivalent(d / "model.safetensors", resume, ec)) return true; // it continues
+  std::string others;
+  for (const char* f : kOtherRunFiles) {
+    if (!fs::exists(d / f, ec)) continue;
+    if (!holds && empty_log(d / f)) fs::remove(d / f, ec); // nothing in it to keep
+    else others += fmt::format("{}{}", others.empty() ? "" : ", ", f);
+  }
+  if (!holds && others.empty()) return false;
+  if (!overwrite && holds)
     throw std::invalid_argument(fmt::format("--out {} holds the checkpoint of another run{}; --resume {} continues "
                                             "it, --overwrite replaces it, or choose another --out",
-                                            dir, step_of_checkpoint(d), (d / "model.safetensors").string()));
+                                            dir, step_of_checkpoint(d),
+                                            shell_quote((d / "model.safetensors").string())));
+  if (!overwrite)
+    throw std::invalid_argument(fmt::format("--out {} holds {} but no checkpoint (another program's files, or a run "
+                                            "killed before its first save); --overwrite replaces them, or choose "
+                                            "another --out",
+                                            dir, others));
   for (const char* f : kCheckpointFiles) fs::remove(d / f, ec);
   for (const char* f : kOtherRunFiles) fs::remove(d / f, ec);
+  return false;
 }
 
 } // namespace
 
+const std::vector<std::string>& RunDirectory::file_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v = {kLockFile};
+    for (const char* f : kCheckpointFiles) v.push_back(f);
+    for (const char* f : kOtherRunFiles) v.push_back(f);
+    return v;
+  }();
+  return names;
+}
+
 RunDirectory::RunDirectory(const std::string& dir, const std::string& resume, bool overwrite) {
   prepare(dir);
+  refuse_non_regular(dir);
   lock_fd_ = lock(dir);
   try {
-    claim(dir, resume, overwrite);
+    continues_ = claim(dir, resume, overwrite);
   } catch (...) {
     close(lock_fd_);
     throw;

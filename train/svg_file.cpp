@@ -1,9 +1,15 @@
 #include "train/svg_file.hpp"
 
-#include <filesystem>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
 #include <stdexcept>
+#include <unistd.h>
+
+#include "framework/io/safetensors.hpp" // remove_stale_temp_files
 
 namespace headgrad::train {
 
@@ -20,15 +26,32 @@ std::string xml_escape(const std::string& s) {
 }
 
 void write_svg_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f) throw std::runtime_error(fmt::format("{}: cannot write", path));
+  io::remove_stale_temp_files(path); // those of writers killed mid-write
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
+  // O_EXCL | O_NOFOLLOW: a file or link planted at the temporary name is neither followed nor
+  // reused; the rename then replaces `path` itself (a link there is replaced, not written through).
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot write ({})", path, std::strerror(errno)));
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(fmt::format("{}: cannot write ({})", path, std::strerror(err)));
+    }
+    p += w;
+    left -= static_cast<std::size_t>(w);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error(fmt::format("{}: cannot write ({})", path, ec.message()));
+  if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("{}: cannot write ({})", path, std::strerror(err)));
+  }
 }
 
 } // namespace headgrad::train

@@ -1,5 +1,6 @@
 #include "train/task_data.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -19,6 +20,24 @@ data::Batch TaskData::batch(std::uint64_t index, std::int64_t batch_size) const 
 data::Batch TaskData::eval_set(std::int64_t count) const {
   if (corpus_) return data::make_text_eval_set(*corpus_, cfg_.context, count);
   return data::make_eval_set(cfg_.task_config(), count);
+}
+
+EvalRows TaskData::eval_rows(std::int64_t count) const {
+  if (corpus_) {
+    auto reader = std::make_shared<data::TextEvalReader>(*corpus_, cfg_.context, count);
+    return [reader, corpus = corpus_](std::int64_t rows) { return reader->next(rows); }; // the corpus stays alive
+  }
+  auto reader = std::make_shared<data::EvalSetReader>(cfg_.task_config(), count);
+  return [reader](std::int64_t rows) { return reader->next(rows); };
+}
+
+data::Batch TaskData::eval_example(std::int64_t index) const {
+  if (index < 0) throw std::invalid_argument(fmt::format("eval_example: index {} is negative", index));
+  const EvalRows rows = eval_rows(index + 1);
+  const std::int64_t chunk = std::max<std::int64_t>(1, kEvalChunkTokens / cfg_.sequence_length());
+  data::Batch last;
+  for (data::Batch b = rows(chunk); b.tokens.defined(); b = rows(chunk)) last = std::move(b);
+  return data::slice_batch(last, last.tokens.shape()[0] - 1, 1);
 }
 
 std::map<std::string, std::string> TaskData::checkpoint_metadata() const {

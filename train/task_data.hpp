@@ -7,6 +7,7 @@
 #include <string>
 
 #include "data/text.hpp"
+#include "train/evaluate.hpp"
 #include "train/run_config.hpp"
 
 namespace headgrad::train {
@@ -19,6 +20,10 @@ public:
   // Training batch `index` (0-based: step s trains on batch s - 1) of batch_size rows.
   data::Batch batch(std::uint64_t index, std::int64_t batch_size) const;
   data::Batch eval_set(std::int64_t count) const;
+  // The same set read a chunk at a time (evaluate() over it holds one chunk, whatever count), and
+  // its row `index` alone (drawn in chunks up to it).
+  EvalRows eval_rows(std::int64_t count) const;
+  data::Batch eval_example(std::int64_t index) const;
   const data::TextCorpus* corpus() const { return corpus_.get(); } // null for a toy task
 
   // The checkpoint metadata of a text run: "text_vocabulary" (the tokenizer's) and

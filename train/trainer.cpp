@@ -18,6 +18,7 @@
 #include "train/attention_svg.hpp"
 #include "train/dropout_state.hpp"
 #include "train/curves_svg.hpp"
+#include "train/memory_estimate.hpp"
 #include "train/metrics_csv.hpp"
 #include "train/progress.hpp"
 #include "train/rank_checks.hpp"
@@ -32,11 +33,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Set by the SIGINT/SIGTERM handler and by request_stop() from any thread: a lock-free atomic is safe in
-// both places (a volatile sig_atomic_t written from another thread would be a data race).
+// The signal that asked the run to stop (0: none), set by the handler and by request_stop() from
+// any thread: a lock-free atomic is safe in both places (a volatile sig_atomic_t written from
+// another thread would be a data race). It stays set until a run has stopped for it, so a signal
+// that comes while the run is still starting up (reading its corpus, building its model) is not
+// lost.
 std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free);
-extern "C" void on_stop_signal(int) { g_stop.store(1, std::memory_order_relaxed); }
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop.exchange(sig, std::memory_order_relaxed) != 0) {
+    // A second signal: the user does not want to wait for the save. End as the signal's default
+    // action would (every checkpoint on disk is complete: they are written atomically). signal()
+    // and raise() are async-signal-safe.
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -77,29 +89,46 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& d
   t.dropout = std::make_unique<ShardDropout>(*t.model, o.run.seed, o.run.shards, mine); // (before any step)
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
   // the masks continue where the checkpoint's run left them (every shard)
-  if (resumed) t.dropout->restore(load_optimizer_state(o.resume, t.start, *t.optimizer), optimizer_path_for(o.resume));
+  if (resumed) {
+    t.dropout->restore(load_optimizer_state(o.resume, t.start, *t.optimizer), optimizer_path_for(o.resume));
+    // A run's optimizer steps once per training step: a state whose own count is another (a
+    // damaged file, or one from another run) would continue with Adam's bias corrections of
+    // another step.
+    if (t.optimizer->steps() != t.start)
+      throw std::invalid_argument(fmt::format("{}: optimizer state 'step' is {} but the checkpoint is from step {} (the "
+                                              "file is damaged or belongs to another run)",
+                                              optimizer_path_for(o.resume), t.optimizer->steps(), t.start));
+  }
   // one worker per thread, at most one per shard of this rank
   t.workers = workers_for(*t.model, static_cast<int>(std::min<std::int64_t>(o.threads, mine.count())), o.run.seed);
   return t;
 }
 
 // What a step stops: nothing, the run (the accuracy goal was reached), or the run after a save
-// (a stop signal). Every rank stops after the same step: its own reason or any other rank's.
-enum class Stop { none = 0, goal = 1, signal = 2 };
+// (a stop signal, which one: its number). Every rank stops after the same step, for its own
+// reason or any other rank's (a signal before the goal, the larger signal number if several).
+struct Stop {
+  bool goal = false;
+  int signal = 0;
+  bool any() const { return goal || signal != 0; }
+};
 Stop agreed_stop(Stop mine) {
   if (distributed::size() == 1) return mine;
-  return static_cast<Stop>(distributed::allreduce_max(static_cast<std::int64_t>(mine)));
+  const std::int64_t v = distributed::allreduce_max(mine.signal ? 100 + mine.signal : mine.goal ? 1 : 0);
+  return v >= 100 ? Stop{false, static_cast<int>(v - 100)} : Stop{v == 1, 0};
 }
+Stop stop_now(bool goal) { return {goal, g_stop.load(std::memory_order_relaxed)}; }
 
 // One invocation: steps start+1 .. run.steps, with evaluations, checkpoints, metrics.csv and
 // progress, then the final evaluation, checkpoint and attention picture.
 class TrainingLoop {
 public:
-  TrainingLoop(const TrainOptions& o, Trainee trainee, const TaskData& data)
+  // `continues_log`: out_dir holds the checkpoint this run resumes, and so its metrics.csv.
+  TrainingLoop(const TrainOptions& o, Trainee trainee, const TaskData& data, bool continues_log)
       : o_(o), cfg_(o.run), data_(data), t_(std::move(trainee)), schedule_(lr_schedule(o.run)),
-        eval_set_(data.eval_set(o.eval_count)), model_path_((fs::path(o.out_dir) / "model.safetensors").string()),
-        progress_(o.quiet || !root_, o.json, t_.start, o.run.steps, tokens_per_step(), o.run.is_text()) {
-    if (root_) csv_.emplace(o.out_dir, !o.resume.empty());
+        model_path_((fs::path(o.out_dir) / "model.safetensors").string()),
+        progress_(o.quiet || !root_, o.json, t_.start, o.run.steps, tokens_per_step(), o.run.is_text()),
+        continues_log_(continues_log) {
     sum_.steps = t_.start;
     sum_.ranks = distributed::size();
     sum_.shards = o.run.shards;
@@ -111,7 +140,16 @@ public:
       profiler_enable(true);
     }
     const double t_begin = now();
-    g_stop.store(0, std::memory_order_relaxed);
+    // A signal during start-up stops the run before its first step: nothing new to save.
+    if (const Stop early = agreed_stop(stop_now(false)); early.signal) {
+      g_stop.store(0, std::memory_order_relaxed); // handled
+      sum_.interrupted = true;
+      sum_.stop_signal = early.signal;
+      progress_.interrupted_at_start(t_.start);
+      summarize(now() - t_begin);
+      return sum_;
+    }
+    if (root_) csv_.emplace(o_.out_dir, continues_log_ ? std::optional<std::int64_t>(t_.start) : std::nullopt);
     for (std::int64_t s = t_.start + 1; s <= cfg_.steps; ++s)
       if (!step(s)) break;
     progress_.done();
@@ -120,7 +158,8 @@ public:
     if (!sum_.interrupted) final_evaluation_and_save();
     auto* encoder = dynamic_cast<models::SequenceModel*>(t_.model.get()); // the toy tasks' picture
     if (root_ && encoder)
-      write_attention_svg(*encoder, eval_set_, cfg_.task, sum_.steps, (fs::path(o_.out_dir) / "attention.svg").string());
+      write_attention_svg(*encoder, data_.eval_example(0), cfg_.task, sum_.steps,
+                          (fs::path(o_.out_dir) / "attention.svg").string());
     summarize(now() - t_begin);
     return sum_;
   }
@@ -152,20 +191,22 @@ private:
     if (eval_now) evaluate_at(s);
     if ((o_.save_every > 0 && s % o_.save_every == 0) || (o_.save_every == 0 && eval_now)) save(s);
     const bool goal = eval_now && sum_.eval.seq_acc >= o_.stop_at_seq_acc;
-    const Stop stop = agreed_stop(g_stop.load(std::memory_order_relaxed) ? Stop::signal : goal ? Stop::goal : Stop::none);
-    if (stop == Stop::signal) {
+    const Stop stop = agreed_stop(stop_now(goal));
+    if (stop.signal) {
       save(s);
+      g_stop.store(0, std::memory_order_relaxed); // handled
       sum_.interrupted = true;
+      sum_.stop_signal = stop.signal;
       progress_.interrupted(s, model_path_);
     }
-    return stop == Stop::none;
+    return !stop.any();
   }
 
   // Rank 0 evaluates and writes; the other ranks go on to the next step and wait for it there.
   void evaluate_at(std::int64_t s) {
     last_eval_step_ = s; // on every rank: the final save (a collective) follows from it alike
     if (!root_) return;
-    sum_.eval = evaluate(*t_.model, eval_set_);
+    sum_.eval = evaluate(*t_.model, data_.eval_rows(o_.eval_count), cfg_.sequence_length()); // streamed
     progress_.eval(s, sum_.eval);
     csv_->eval_row(s, sum_.eval);
     draw_curves();
@@ -174,16 +215,18 @@ private:
   // The picture is a view of metrics.csv: if it cannot be drawn, training goes on (said once).
   void draw_curves() {
     try {
-      write_run_curves(o_.out_dir);
+      write_run_curves(o_.out_dir, csv_->curves().log());
     } catch (const std::exception& e) {
       if (!curves_warned_) fmt::print(stderr, "headgrad train: curves.svg not drawn: {}\n", e.what());
       curves_warned_ = true;
     }
   }
 
-  // Every rank calls it (the dropout states of every rank's shards go into rank 0's file).
+  // Every rank calls it (the dropout states of every rank's shards go into rank 0's file). The log
+  // reaches the disk first: whenever a checkpoint of step s is on disk, so are the log's rows up to s.
   void save(std::int64_t s) {
     CheckpointExtras extras{data_.checkpoint_metadata(), t_.dropout->states()};
+    if (csv_) csv_->flush();
     if (root_) save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s, extras);
     sum_.checkpoint = model_path_;
   }
@@ -218,7 +261,6 @@ private:
   const TaskData& data_;
   Trainee t_;
   const optim::LrSchedule schedule_;
-  const data::Batch eval_set_;
   const std::string model_path_;
   const bool root_ = distributed::rank() == 0; // evaluates, prints and writes the output directory
   std::optional<MetricsCsv> csv_;               // rank 0's
@@ -227,6 +269,7 @@ private:
   TrainSummary sum_;
   double train_seconds_ = 0;
   std::int64_t last_eval_step_ = -1;
+  const bool continues_log_;
 };
 
 // S when the run does not say: one shard per thread of every rank (the threads may differ between
@@ -243,7 +286,7 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
   if (ranks > 1) check_same_settings(options);
   // Errors that some ranks may see and others not (a directory exists on rank 0's machine only)
   // reach every rank, so that all stop here together.
-  std::optional<RunDirectory> out_dir; // held until the run ends
+  std::optional<RunDirectory> out_dir; // held until the run ends (rank 0's)
   std::optional<TaskData> data;
   TrainOptions o = options; // a text run's vocab is its corpus's, and its shard count resolved
   if (o.run.shards == 0) o.run.shards = default_shards(o);
@@ -275,6 +318,9 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
                                               o.run.shards, ranks));
     if (o.reshard && !resumed)
       throw std::invalid_argument("--reshard continues a checkpoint with another shard count: it needs --resume");
+    // before anything of the size of a batch or the model is allocated
+    check_fits_in_memory(training_memory(o.run, ranks, data->corpus() ? static_cast<double>(data->corpus()->tokens.bytes()) : 0),
+                         o.run, distributed::local_size());
     runtime::set_threads(o.threads);
     trainee = trainee_for(o, resumed, *data);
     if (distributed::rank() == 0) out_dir.emplace(o.out_dir, o.resume, o.overwrite);
@@ -284,16 +330,15 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
     check_same_start(*trainee.model, *trainee.optimizer);
     trainee.across_ranks = gradient_allreduce_for(*trainee.model, trainee.workers.get(), o.run.shards);
   }
-  return TrainingLoop(o, std::move(trainee), *data).run();
+  return TrainingLoop(o, std::move(trainee), *data, out_dir && out_dir->continues_run()).run();
 }
 
 } // namespace
 
 void install_interrupt_handler() {
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
 }
-void request_stop() { g_stop.store(1, std::memory_order_relaxed); }
+void request_stop() { g_stop.store(SIGINT, std::memory_order_relaxed); }
 
 TrainSummary train(const TrainOptions& o) {
   if (o.resume.empty()) return run_training(o, nullptr);

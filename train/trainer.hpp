@@ -45,7 +45,8 @@ struct TrainSummary {
   double tokens_per_s = 0;         // (batch * max_len) positions per second of training time
   double seconds = 0;              // wall time of this invocation's loop
   double train_seconds = 0;        // the part of it spent in training steps
-  bool interrupted = false;        // stopped by SIGINT (a checkpoint was saved)
+  bool interrupted = false;        // stopped by a signal (a checkpoint was saved, unless before step 1)
+  int stop_signal = 0;             // which: SIGINT, SIGTERM or SIGHUP (request_stop(): SIGINT)
   std::vector<double> losses;      // every step's loss in this invocation (tests)
   std::string checkpoint;          // path of the last saved model file
   int ranks = 1;                   // MPI ranks that trained (distributed::size())
@@ -74,9 +75,15 @@ TrainSummary train(const TrainOptions& options);
 // checkpoint's and its batches continue; std::invalid_argument names the fields that differ.
 TrainSummary train(const TrainOptions& options, LoadedRun resumed);
 
-// SIGINT and SIGTERM set a flag the loop checks between steps; the run saves a checkpoint and
-// returns. (mpirun turns a Ctrl-C into SIGTERM for every rank, and SIGKILL a second later.)
+// SIGINT, SIGTERM and SIGHUP (a closed terminal; treated as SIGTERM) set a flag the loop checks
+// between steps; the run saves a checkpoint and returns, with TrainSummary::stop_signal saying
+// which signal (`headgrad train` then exits 128 + its number: 130, 143, 129, as shells expect).
+// A signal that comes during start-up (before the first step: reading the corpus, building the
+// model) is kept, and the run stops before its first step, saving nothing. A second signal ends
+// the process at once, as the signal's default action (every checkpoint on disk stays complete).
+// (mpirun turns a Ctrl-C into SIGTERM for every rank, and SIGKILL a second later.) Install it
+// first thing, before the run starts up.
 void install_interrupt_handler();
-void request_stop(); // what the handler does; also for tests
+void request_stop(); // what the handler does, as for SIGINT; also for tests
 
 } // namespace headgrad::train

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "framework/io/crc32c.hpp"
 #include "framework/io/safetensors_format.hpp"
 #include "framework/kernels/strided.hpp"
 
@@ -73,6 +74,54 @@ void fix_loaded_bytes(const Tensor& t) {
   swap_to_from_little(p, nbytes, es);
 }
 
+std::map<std::string, std::uint32_t> take_checksums(Layout& layout, const std::string& where) {
+  std::map<std::string, std::uint32_t> out;
+  const std::string prefix = kChecksumKeyPrefix;
+  for (auto it = layout.metadata.lower_bound(prefix); it != layout.metadata.end() && it->first.rfind(prefix, 0) == 0;) {
+    const std::string name = it->first.substr(prefix.size());
+    const std::string& v = it->second;
+    if (v.size() != 8 || v.find_first_not_of("0123456789abcdef") != std::string::npos)
+      fail(where, fmt::format("checksum entry \"{}\" must be 8 lowercase hex digits (a CRC-32C)", it->first));
+    const bool present = std::any_of(layout.entries.begin(), layout.entries.end(),
+                                     [&](const Entry& e) { return e.name == name; });
+    if (!present) fail(where, fmt::format("checksum entry \"{}\" names no tensor of the file", it->first));
+    out.emplace(name, static_cast<std::uint32_t>(std::stoul(v, nullptr, 16)));
+    it = layout.metadata.erase(it);
+  }
+  return out;
+}
+
+void verify_checksum(const std::map<std::string, std::uint32_t>& checksums, const std::string& name, const void* data,
+                     std::size_t n, const std::string& where) {
+  const auto it = checksums.find(name);
+  if (it == checksums.end()) return;
+  const std::uint32_t got = crc32c(data, n);
+  if (got != it->second)
+    fail(where, fmt::format("tensor \"{}\" fails its checksum (CRC-32C {:08x} stored, {:08x} computed from its {} "
+                            "bytes): the file is corrupt",
+                            name, it->second, got, n));
+}
+
+std::map<std::string, std::string> metadata_to_write(const NamedTensors& tensors,
+                                                     const std::map<std::string, std::string>& metadata,
+                                                     const SaveOptions& options, const std::string& where) {
+  const std::string prefix = kChecksumKeyPrefix;
+  for (const auto& [key, value] : metadata)
+    if (key.rfind(prefix, 0) == 0)
+      fail(where, fmt::format("metadata key \"{}\": keys beginning with \"{}\" are reserved for the tensors' "
+                              "checksums (SaveOptions::checksums)",
+                              key, prefix));
+  if (!options.checksums) return metadata;
+  std::map<std::string, std::string> out = metadata;
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined()) continue; // make_header refuses it by name
+    std::uint32_t crc = 0;
+    tensor_bytes(t, [&](const void* p, std::size_t n) { crc = crc32c(p, n, crc); });
+    out[prefix + name] = fmt::format("{:08x}", crc);
+  }
+  return out;
+}
+
 } // namespace detail
 
 const Tensor* SafetensorsFile::find(const std::string& name) const {
@@ -89,9 +138,12 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   detail::fail(source, fmt::format("no tensor named '{}' (the file has {} tensors: {})", name, tensors.size(), names));
 }
 
-std::string encode_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+std::string encode_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
+                               const SaveOptions& options) {
   std::uint64_t data_size = 0;
-  const std::string header = detail::make_header(tensors, metadata, "encode_safetensors", data_size);
+  const std::string header = detail::make_header(
+      tensors, detail::metadata_to_write(tensors, metadata, options, "encode_safetensors"), "encode_safetensors",
+      data_size);
   std::string out = detail::le64(header.size()) + header;
   out.reserve(out.size() + data_size);
   for (const auto& nt : tensors)
@@ -104,7 +156,8 @@ SafetensorsFile parse_safetensors(const void* data, std::size_t size, const std:
   if (size > 0 && bytes == nullptr) detail::fail(name_for_errors, "null data pointer");
   const std::uint64_t n = detail::check_header_length(bytes, size, name_for_errors);
   const std::string_view header(reinterpret_cast<const char*>(bytes) + 8, n);
-  const detail::Layout layout = detail::parse_header(header, size - 8 - n, name_for_errors);
+  detail::Layout layout = detail::parse_header(header, size - 8 - n, name_for_errors);
+  const auto checksums = detail::take_checksums(layout, name_for_errors);
 
   // Every entry now lies inside the buffer and the entries do not overlap, so the tensors
   // together need exactly the data buffer's size.
@@ -116,6 +169,7 @@ SafetensorsFile parse_safetensors(const void* data, std::size_t size, const std:
   for (const detail::Entry& e : layout.entries) {
     Tensor t = new_tensor(e.shape, e.dtype);
     if (e.end > e.begin) std::memcpy(t.raw(), buffer + e.begin, e.end - e.begin);
+    detail::verify_checksum(checksums, e.name, buffer + e.begin, e.end - e.begin, name_for_errors);
     detail::fix_loaded_bytes(t);
     out.tensors.emplace_back(e.name, std::move(t));
   }

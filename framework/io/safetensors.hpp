@@ -22,9 +22,20 @@
 // - BOOL bytes other than 0 are read as true and stored as 1 (DType::bool8 is read through
 //   `bool`, for which any other byte value is undefined behaviour).
 // - I/O failures (missing file, a directory, a read error) throw std::runtime_error naming the path
-//   and the errno text.
+//   and the errno text. Only a regular file is opened (a FIFO, /dev/zero or a socket is refused
+//   before anything is read: framework/io/regular_file.hpp).
+// - Checksums (headgrad's addition; other readers ignore them as any metadata): a metadata entry
+//   "crc32c.<name>" = 8 lowercase hex digits is the CRC-32C (framework/io/crc32c.hpp) of tensor
+//   <name>'s bytes as the file stores them. Each tensor that has one is checked once its bytes are
+//   read, and a mismatch is refused naming the tensor ("... fails its checksum ... the file is
+//   corrupt"); a checksum entry for a tensor the file does not hold, or one that is not 8 hex
+//   digits, is refused too. Files without checksums (older headgrad files, PyTorch's) load as
+//   before. The entries are consumed by the reader: SafetensorsFile::metadata does not show them.
 //
 // Writing guarantees:
+// - With SaveOptions::checksums, every tensor gets its "crc32c.<name>" metadata entry (computed
+//   from the bytes written). Metadata keys beginning with "crc32c." are reserved for them: given
+//   by the caller they are refused, with or without the option.
 // - Tensors are stored in the given order, back to back; any layout (views, transposes) is
 //   written in logical row-major order. The header is compact JSON ("__metadata__" first if
 //   any, then tensors in order, keys dtype/shape/data_offsets) padded with spaces to a multiple of
@@ -64,17 +75,26 @@ struct SafetensorsFile {
   const Tensor& at(const std::string& name) const;
 };
 
+// How a file is written.
+struct SaveOptions {
+  bool checksums = false; // a CRC-32C of each tensor in the metadata, checked when the file is read
+};
+
+// The prefix of the checksum metadata keys ("crc32c.<tensor name>").
+inline constexpr const char* kChecksumKeyPrefix = "crc32c.";
+
 // The complete file bytes. Throws std::invalid_argument for an undefined tensor, a dtype the
 // format cannot hold, a duplicate name, the reserved name "__metadata__", or names/metadata that
 // are not valid UTF-8.
 std::string encode_safetensors(const NamedTensors& tensors,
-                               const std::map<std::string, std::string>& metadata = {});
+                               const std::map<std::string, std::string>& metadata = {},
+                               const SaveOptions& options = {});
 
 // Writes the same bytes as encode_safetensors atomically (see above), streaming each tensor
 // instead of building the whole file in memory. Bad input: std::invalid_argument, before any
 // file is touched. I/O failure: std::runtime_error "<path>: <what failed>: <errno text>".
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {}, const SaveOptions& options = {});
 
 // Parses a complete file held in memory; `name_for_errors` is the "<file>" of error messages.
 SafetensorsFile parse_safetensors(const void* data, std::size_t size, const std::string& name_for_errors);

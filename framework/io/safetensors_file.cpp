@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "framework/io/regular_file.hpp"
 #include "framework/io/safetensors_format.hpp"
 
 namespace headgrad::io {
@@ -125,12 +126,9 @@ std::size_t remove_stale_temp_files(const std::string& path) {
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (f.fd < 0) io_fail(path, "cannot open for reading", errno);
+  Fd f(open_regular_file(path, "a safetensors file")); // a FIFO or a device is refused, not waited on
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) io_fail(path, "cannot stat", errno);
-  if (S_ISDIR(st.st_mode)) throw std::runtime_error(path + ": is a directory, not a safetensors file");
-  if (!S_ISREG(st.st_mode)) throw std::runtime_error(path + ": not a regular file");
   const auto size = static_cast<std::uint64_t>(st.st_size);
 
   unsigned char first8[8] = {};
@@ -138,7 +136,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const std::uint64_t n = detail::check_header_length(first8, size, path); // before any allocation
   std::string header(n, '\0');
   read_exact(f.fd, header.data(), n, 8, path);
-  const detail::Layout layout = detail::parse_header(header, size - 8 - n, path);
+  detail::Layout layout = detail::parse_header(header, size - 8 - n, path);
+  const auto checksums = detail::take_checksums(layout, path);
 
   SafetensorsFile out;
   out.source = path;
@@ -147,6 +146,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   for (const detail::Entry& e : layout.entries) {
     Tensor t = new_tensor(e.shape, e.dtype);
     read_exact(f.fd, t.raw(), e.end - e.begin, 8 + n + e.begin, path);
+    detail::verify_checksum(checksums, e.name, t.raw(), e.end - e.begin, path); // the file's bytes, before fix_loaded_bytes
     detail::fix_loaded_bytes(t);
     out.tensors.emplace_back(e.name, std::move(t));
   }
@@ -154,10 +154,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, const SaveOptions& options) {
   // Bad input is refused before any file is touched.
   std::uint64_t data_size = 0;
-  const std::string header = detail::make_header(tensors, metadata, path, data_size);
+  const std::string header =
+      detail::make_header(tensors, detail::metadata_to_write(tensors, metadata, options, path), path, data_size);
 
   remove_stale_temp_files(path); // leftovers of writers that were killed mid-save
 

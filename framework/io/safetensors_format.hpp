@@ -45,6 +45,20 @@ Layout parse_header(std::string_view header, std::uint64_t data_size, const std:
 std::string make_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
                         const std::string& where, std::uint64_t& data_size);
 
+// The checksum entries of a checked header ("crc32c.<name>" = 8 hex digits), validated against
+// its entries and removed from layout.metadata: tensor name -> CRC-32C. Throws (fail) for a
+// malformed value or a name the file does not hold.
+std::map<std::string, std::uint32_t> take_checksums(Layout& layout, const std::string& where);
+// Throws (fail) naming the tensor if `checksums` holds one for `name` that the n bytes at `data`
+// (the tensor's bytes as the file stores them) do not match.
+void verify_checksum(const std::map<std::string, std::uint32_t>& checksums, const std::string& name, const void* data,
+                     std::size_t n, const std::string& where);
+// `metadata` with the checksum entry of every tensor added (refusing caller keys that begin with
+// kChecksumKeyPrefix either way); errors name `where`.
+std::map<std::string, std::string> metadata_to_write(const NamedTensors& tensors,
+                                                     const std::map<std::string, std::string>& metadata,
+                                                     const SaveOptions& options, const std::string& where);
+
 // The 8 bytes of a little-endian u64.
 std::string le64(std::uint64_t v);
 

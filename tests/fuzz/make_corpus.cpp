@@ -103,6 +103,13 @@ int main(int argc, char** argv) {
                                                 {"encoder.blks.0.attention.W_q.bias", f32({4})}},
                                                {{"format", "headgrad-checkpoint-1"}, {"step", "7"}}));
   put("valid_zero_size", io::encode_safetensors({{"empty", f32({0, 5})}, {"one", f32({1})}}));
+  // with a CRC-32C of each tensor (what checkpoints carry), and the same file with one bit flipped
+  const std::string checked = io::encode_safetensors({{"w", f32({2, 2})}, {"empty", f32({0})}}, {{"step", "3"}},
+                                                     {.checksums = true});
+  put("valid_checksums", checked);
+  std::string flipped = checked;
+  flipped.back() = static_cast<char>(flipped.back() ^ 0x20);
+  put("edge_checksum_mismatch", flipped);
   put("valid_view", io::encode_safetensors({{"t", f32({3, 2}).transpose(0, 1)}})); // written row-major
   put("valid_unicode_name", io::encode_safetensors({{"\xc3\xa9t\xc3\xa9 \xe2\x82\xac", f32({1, 1})}},
                                                    {{"note", "tab\tquote\"backslash\\"}}));
@@ -142,6 +149,12 @@ int main(int argc, char** argv) {
   put("edge_bool_bytes", raw(R"({"m":{"dtype":"BOOL","shape":[4],"data_offsets":[0,4]}})", "\x00\x01\x02\xff"));
   put("edge_metadata_nested", raw(R"({"__metadata__":{"a":{"b":1}}})"));
   put("edge_metadata_number", raw(R"({"__metadata__":{"a":1}})"));
+  put("edge_checksum_not_hex", raw(R"({"__metadata__":{"crc32c.a":"xyz"},"a":{"dtype":"F32","shape":[1],)"
+                                   R"("data_offsets":[0,4]}})",
+                                   std::string(4, '\0')));
+  put("edge_checksum_no_tensor", raw(R"({"__metadata__":{"crc32c.b":"00000000"},"a":{"dtype":"F32","shape":[1],)"
+                                     R"("data_offsets":[0,4]}})",
+                                     std::string(4, '\0')));
   put("edge_extra_field", raw(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":[[[[1]]]]}})",
                               std::string(4, '\0')));
   put("edge_deep_nesting", raw(R"({"a":{"b":{"c":{"d":{"e":[[[[[[1]]]]]]}}}}})"));

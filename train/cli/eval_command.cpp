@@ -20,7 +20,7 @@ namespace {
 int eval_text(train::LoadedRun& run, const std::string& path, std::int64_t count) {
   const train::TaskData data(run.config);
   data.check_same_text(run.metadata, path);
-  const train::EvalResult r = train::evaluate(*run.model, data.eval_set(count));
+  const train::EvalResult r = train::evaluate(*run.model, data.eval_rows(count), run.config.context); // streamed
   fmt::print("checkpoint {} (task text, step {}): {} validation windows of {} tokens from {}: loss {:.4f} ({:.3f} bits "
              "per token), next-token acc {:.4f}\n",
              path, run.step, count, run.config.context, data.corpus()->source, r.loss, r.loss / std::numbers::ln2,
@@ -32,7 +32,9 @@ int eval_text(train::LoadedRun& run, const std::string& path, std::int64_t count
 
 int eval_command(int argc, char** argv) {
   Args args("eval", {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train", "FILE"},
-                     {"eval-count", Kind::integer, "1000", "held-out sequences to score (as train's --eval-count)"},
+                     {"eval-count", Kind::integer, "1000",
+                      "held-out sequences to score (as train's --eval-count; drawn a chunk at a time, so memory does not "
+                      "grow with it)"},
                      {"count", Kind::integer, "", "the same as --eval-count (its older name)"},
                      {"examples", Kind::integer, "5", "examples to print"},
                      {"svg", Kind::text, "", "draw every layer's and head's attention weights on one example here",
@@ -55,15 +57,16 @@ int eval_command(int argc, char** argv) {
   runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
   train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
   if (run.config.is_text()) return eval_text(run, args.text("checkpoint"), count);
-  const data::Batch set = data::make_eval_set(run.config.task_config(), count);
-  const train::EvalResult r = train::evaluate(*run.model, set);
+  // The held-out set is generated a chunk at a time as it is scored: memory does not grow with count.
+  const train::TaskData data(run.config);
+  const train::EvalResult r = train::evaluate(*run.model, data.eval_rows(count), run.config.max_len);
   fmt::print("checkpoint {} (task {}, step {}): held-out {} sequences: loss {:.4f}, token acc {:.4f}, seq acc {:.4f}\n",
              args.text("checkpoint"), data::task_name(run.config.task), run.step, count, r.loss, r.token_acc,
              r.seq_acc);
   if (examples > 0) {
     NoGradGuard ng;
     run.model->eval();
-    data::Batch b = data::slice_batch(set, 0, std::min(examples, count));
+    const data::Batch b = data.eval_set(std::min(examples, count)); // the set's first rows
     Tensor pred = data::argmax_last(run.model->forward(b.tokens, b.valid_lens));
     const auto lens = b.valid_lens.to_int_vector();
     for (std::size_t i = 0; i < lens.size(); ++i) {
@@ -75,8 +78,8 @@ int eval_command(int argc, char** argv) {
   }
   if (!args.text("svg").empty()) {
     try {
-      train::write_attention_svg(dynamic_cast<models::SequenceModel&>(*run.model), set, run.config.task, run.step,
-                                 args.text("svg"), example);
+      train::write_attention_svg(dynamic_cast<models::SequenceModel&>(*run.model), data.eval_example(example),
+                                 run.config.task, run.step, args.text("svg"), example);
     } catch (const std::runtime_error&) {
       throw CliError(fmt::format("--svg {}: cannot write", args.text("svg")));
     }

@@ -77,6 +77,18 @@ train::RunConfig run_config_from_flags(const Args& args, RunFields which) {
   return c;
 }
 
+void refuse_flags_for_other_tasks(const Args& args, data::Task task) {
+  train::visit_run_fields([&](const train::FieldInfo& f, auto) {
+    if (!args.given(f.flag) || train::applies_to(f, task)) return;
+    if (f.applies == train::Applies::text_task)
+      throw CliError(fmt::format("--{} applies to --task text only; this run's task is {}", f.flag,
+                                 data::task_name(task)));
+    throw CliError(fmt::format("--{} does not apply to --task text ({})", f.flag,
+                               f.flag == std::string("vocab") ? "its vocabulary is the text's: see --tokenizer"
+                                                              : "its sequence length is --context"));
+  });
+}
+
 train::RunConfig resumed_run_config(const Args& args, const train::RunConfig& from_flags,
                                     const train::LoadedRun& checkpoint, const std::string& path, bool reshard) {
   for (const train::ResumeConflict& c : train::resume_conflicts(from_flags, checkpoint.config, reshard)) {

@@ -28,6 +28,11 @@ std::string text_defaults_help();
 // `args` where given, then validated. Throws CliError, one line naming the flag.
 train::RunConfig run_config_from_flags(const Args& args, RunFields which);
 
+// Throws CliError naming the first flag given in `args` that means nothing to `task`
+// (train::Applies): "--text applies to --task text only; this run's task is sort". A flag that is
+// ignored is a silent surprise; refused, the user learns which flags the run takes.
+void refuse_flags_for_other_tasks(const Args& args, data::Task task);
+
 // The settings a run resumed from `checkpoint` (loaded from `path`) continues with: the
 // checkpoint's, except the tunable fields given as flags (and with `reshard`, the layout ones,
 // their flag's value or default). A flag given for a field that must match, with another value

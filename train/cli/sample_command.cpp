@@ -55,7 +55,7 @@ int sample_command(int argc, char** argv) {
   Args args("sample",
             {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train --task text", "FILE"},
              {"prompt", Kind::text, "", "text to continue (default: a newline, as nanoGPT's sample.py)", "TEXT"},
-             {"tokens", Kind::integer, "500", "tokens (characters) to generate"},
+             {"tokens", Kind::integer, "500", "tokens (characters) to generate (streamed: memory does not grow with it)"},
              {"temperature", Kind::real, "0.8", "divides the logits: < 1 safer, > 1 wilder; 0 = greedy (argmax)"},
              {"top-k", Kind::integer, "200", "draw only among the k likeliest tokens (0 = all; above the vocabulary "
                                              "size: all)"},
@@ -95,7 +95,8 @@ int sample_command(int argc, char** argv) {
   if (!args.text("prompt").empty()) print(args.text("prompt"));
   Generator gen(seed);
   const auto t0 = std::chrono::steady_clock::now();
-  models::generate(*gpt, prompt, o, gen, [&](std::int64_t token) { print(tokenizer.decode(token)); });
+  // streamed: nothing of the text is kept but the model's window (constant memory whatever --tokens)
+  models::generate_streaming(*gpt, prompt, o, gen, [&](std::int64_t token) { print(tokenizer.decode(token)); });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   print.finish();
   if (args.flag("timing"))

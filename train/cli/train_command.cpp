@@ -18,7 +18,9 @@
 #include "train/cli/commands.hpp"
 #include "train/cli/run_config_flags.hpp"
 #include "train/graph_files.hpp"
+#include "train/memory_estimate.hpp"
 #include "train/run_model.hpp"
+#include "train/shell_quote.hpp"
 #include "train/task_data.hpp"
 #include "train/step_graph.hpp"
 #include "train/trainer.hpp"
@@ -35,7 +37,8 @@ std::vector<FlagSpec> train_flags() {
        "threads for all compute: in training each runs shards of the batch (see --shards), in evaluation the ops "
        "are split over them (OpenMP)"},
       {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
-      {"eval-count", Kind::integer, "1000", "held-out sequences to evaluate on"},
+      {"eval-count", Kind::integer, "1000",
+       "held-out sequences to evaluate on (drawn a chunk at a time: memory does not grow with it)"},
       {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
       {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
       {"resume", Kind::text, "", "continue from this model.safetensors (its optimizer.safetensors beside it)", "CKPT"},
@@ -43,7 +46,8 @@ std::vector<FlagSpec> train_flags() {
        "first write the autograd graph of one training step (op, shape, gradient norm per node) as DOT, and SVG "
        "when Graphviz's dot is installed",
        "FILE"},
-      {"overwrite", Kind::flag, "false", "replace the checkpoint of another run found in --out"},
+      {"overwrite", Kind::flag, "false",
+       "replace the checkpoint of another run, or a metrics.csv or pictures without one, found in --out"},
       {"reshard", Kind::flag, "false",
        "with --resume: continue with another --shards than the checkpoint's (the run's bits then change)"},
       {"rank-timeout", Kind::real, fmt::format("{}", train::kDefaultRankTimeout),
@@ -106,6 +110,7 @@ TrainRequest train_request(const Args& args) {
     r.resumed = train::load_model_checkpoint(o.resume);
     o.run = resumed_run_config(args, o.run, *r.resumed, o.resume, o.reshard);
   }
+  refuse_flags_for_other_tasks(args, o.run.task); // the task as resumed: the checkpoint's
   o.out_dir = args.given("out") ? args.text("out") : default_out_dir(data::task_name(o.run.task));
   if (o.out_dir.empty()) throw CliError("--out needs a directory name");
   return r;
@@ -120,6 +125,9 @@ std::string draw_step_graph(const train::TrainOptions& o, const std::string& pat
   const train::TaskData data(o.run);
   train::RunConfig run = o.run;
   if (run.is_text()) run.vocab = data.corpus()->tokenizer.size();
+  // the step runs the whole batch in this process: refused as the run would be
+  const double corpus = data.corpus() ? static_cast<double>(data.corpus()->tokens.bytes()) : 0.0;
+  train::check_fits_in_memory(train::training_memory(run, 1, corpus), run, 1);
   if (o.resume.empty()) {
     model = train::make_model(run, run.seed);
   } else {
@@ -170,6 +178,7 @@ void print_banner(const train::TrainOptions& o) {
              c.shards > 0 ? fmt::format(" in {} shards", c.shards) : "", c.optimizer, c.lr, c.steps,
              o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core, o.threads,
              ranks > 1 ? fmt::format(" per rank, {} MPI ranks", ranks) : "", o.out_dir);
+  std::fflush(stdout); // before a long start-up (a large corpus), also into a file
 }
 
 // The gradient all-reduce of rank 0 (the ranks' figures are alike), per step.
@@ -217,7 +226,7 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
                s.interrupted ? " (interrupted)" : "");
   if (!o.json && o.run.is_text())
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}; sample with: headgrad sample --checkpoint {}\n", o.out_dir,
-               o.out_dir, s.checkpoint, s.checkpoint);
+               o.out_dir, s.checkpoint, train::shell_quote(s.checkpoint));
   else if (!o.json)
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}, {}/attention.svg\n", o.out_dir, o.out_dir, s.checkpoint, o.out_dir);
   if (o.json) {
@@ -241,6 +250,9 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
 } // namespace
 
 int train_command(int argc, char** argv) {
+  // First: a Ctrl-C or SIGTERM while the run starts up (reading a checkpoint or a large corpus)
+  // is kept and stops the run before its first step, instead of being lost or killing it.
+  train::install_interrupt_handler();
   Args args("train", train_flags());
   std::optional<TrainRequest> request = train_request_on_every_rank(args, argc, argv);
   const bool speaks = distributed::rank() == 0;
@@ -254,7 +266,13 @@ int train_command(int argc, char** argv) {
                  "whose gradients add up in one fixed tree, so that a run has the same bits on any number of ranks "
                  "and threads.\n\nflags:\n{}\nwith --task "
                  "text (a causal language model on --text; nanoGPT's shakespeare_char recipe at its CPU size) the "
-                 "defaults are instead:\n    {}\n",
+                 "defaults are instead:\n    {}\n(--text, --tokenizer, --context and --tie-weights are refused with a "
+                 "toy task, --vocab, --max-len and --min-len with --task text.)\n\n"
+                 "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits 130, 143 or 129 (128 + the signal, as shells "
+                 "expect);\nduring start-up the run stops before its first step, saving nothing; a second signal ends "
+                 "it at once.\nExit 2: a usage error, or a configuration estimated not to fit in this machine's "
+                 "memory (refused at\nstart-up with both numbers); 3: a non-finite loss or gradient (the last "
+                 "checkpoint is intact).\n",
                  args.usage(), cli::text_defaults_help());
     return 0;
   }
@@ -264,13 +282,16 @@ int train_command(int argc, char** argv) {
     const std::string wrote = draw_step_graph(o, request->graph);
     if (!o.quiet) fmt::print("{}\n", wrote);
   }
-  train::install_interrupt_handler();
   const train::TrainSummary s = request->resumed ? train::train(o, std::move(*request->resumed)) : train::train(o);
-  if (!speaks) return 0;
+  // A run a signal stopped exits as shells expect of a process that signal ended: 128 + its
+  // number (Ctrl-C 130, SIGTERM 143, SIGHUP 129), after its checkpoint was saved.
+  const int code = s.interrupted ? 128 + s.stop_signal : 0;
+  if (!speaks) return code;
   if (o.profile) print_profile();
   if (o.profile) print_communication(s);
-  print_summary(o, s);
-  return 0;
+  const bool trained = !s.losses.empty();
+  if (trained || o.json) print_summary(o, s);
+  return code;
 }
 
 } // namespace headgrad::cli
