@@ -46,6 +46,7 @@
 
 // ---- models and toy data (headgrad::models) ------------------------------------------------------
 #include "models/attention.hpp"   // DotProductAttention, MultiHeadAttention (d2l and PyTorch forms)
+#include "models/stack_config.hpp"  // the sizes both models share, checked in one place
 #include "models/transformer.hpp" // the Transformer encoder model
 #include "models/token_model.hpp" // TokenModel: tokens (B, T) -> logits (B, T, V), what train/ trains
 #include "models/gpt.hpp"         // GPT: a decoder-only causal language model (nanoGPT's names)

@@ -39,19 +39,8 @@ void write_cache(Tensor& dst, const Tensor& src_buf, std::int64_t col, std::int6
 } // namespace
 
 void GPTConfig::validate() const {
-  auto positive = [](std::int64_t v, const char* name) {
-    if (v <= 0) throw std::invalid_argument(fmt::format("{} must be positive, got {}", name, v));
-  };
-  positive(vocab, "vocab");
-  positive(block_size, "block_size");
-  positive(layers, "layers");
-  positive(heads, "heads");
-  positive(d_model, "d_model");
-  positive(ffn, "ffn");
-  if (d_model % heads != 0)
-    throw std::invalid_argument(fmt::format("d_model ({}) must be divisible by heads ({})", d_model, heads));
-  if (!(dropout >= 0.0 && dropout < 1.0))
-    throw std::invalid_argument(fmt::format("dropout must be in [0, 1), got {}", dropout));
+  validate_stack(*this);
+  if (block_size <= 0) throw std::invalid_argument(fmt::format("block_size must be positive, got {}", block_size));
 }
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg, Generator& gen, DType dtype)

@@ -24,15 +24,17 @@
 
 #include "framework/nn/layers.hpp"
 #include "models/attention.hpp"
+#include "models/stack_config.hpp"
 #include "models/token_model.hpp"
 
 namespace headgrad::models {
 
-struct GPTConfig {
-  std::int64_t vocab = 65, block_size = 64, layers = 4, heads = 4, d_model = 128, ffn = 512;
-  double dropout = 0.0;
+// nanoGPT's sizes (GPTConfig's defaults: vocab 65, block_size 64, 4 layers, 4 heads, d_model 128,
+// ffn 512) and its context length.
+struct GPTConfig : StackConfig {
+  GPTConfig() : StackConfig{.vocab = 65, .d_model = 128, .heads = 4, .layers = 4, .ffn = 512} {}
+  std::int64_t block_size = 64;
   bool tie_weights = true; // lm_head.weight is transformer.wte.weight (nanoGPT's weight tying)
-  AttentionPath attention = AttentionPath::fused; // same parameters and results either way
   void validate() const;   // std::invalid_argument naming the field and the rule
 };
 

@@ -64,19 +64,8 @@ Tensor TransformerEncoderBlock::forward(const Tensor& X, const Tensor& valid_len
 }
 
 void ModelConfig::validate() const {
-  auto positive = [](std::int64_t v, const char* name) {
-    if (v <= 0) throw std::invalid_argument(fmt::format("{} must be positive, got {}", name, v));
-  };
-  positive(vocab, "vocab");
-  positive(d_model, "d_model");
-  positive(heads, "heads");
-  positive(layers, "layers");
-  positive(ffn, "ffn");
-  positive(max_len, "max_len");
-  if (d_model % heads != 0)
-    throw std::invalid_argument(fmt::format("d_model ({}) must be divisible by heads ({})", d_model, heads));
-  if (!(dropout >= 0.0 && dropout < 1.0))
-    throw std::invalid_argument(fmt::format("dropout must be in [0, 1), got {}", dropout));
+  validate_stack(*this);
+  if (max_len <= 0) throw std::invalid_argument(fmt::format("max_len must be positive, got {}", max_len));
 }
 
 SequenceModel::SequenceModel(const ModelConfig& cfg, std::uint64_t seed, DType dtype) : config(cfg) {

@@ -6,6 +6,7 @@
 
 #include "framework/nn/layers.hpp"
 #include "models/attention.hpp"
+#include "models/stack_config.hpp"
 #include "models/token_model.hpp"
 
 namespace headgrad::models {
@@ -51,10 +52,10 @@ public:
   std::shared_ptr<AddNorm> addnorm2;
 };
 
-struct ModelConfig {
-  std::int64_t vocab = 16, d_model = 64, heads = 4, layers = 2, ffn = 128, max_len = 16;
-  double dropout = 0.0;
-  AttentionPath attention = AttentionPath::fused; // same parameters and results either way
+// The encoder's sizes (StackConfig's defaults: vocab 16, d_model 64, 4 heads, 2 layers, ffn 128)
+// and its longest sequence.
+struct ModelConfig : StackConfig {
+  std::int64_t max_len = 16;
   void validate() const; // std::invalid_argument naming the field and the rule
 };
 

@@ -24,16 +24,22 @@ template <typename Int> std::string integer_rule_error(const FieldInfo& f, Int v
 
 } // namespace
 
-models::ModelConfig RunConfig::model_config() const {
-  models::ModelConfig m;
+models::StackConfig RunConfig::stack_config() const {
+  models::StackConfig m;
   m.vocab = vocab;
   m.d_model = d_model;
   m.heads = heads;
   m.layers = layers;
   m.ffn = ffn;
-  m.max_len = max_len;
   m.dropout = dropout;
   m.attention = attention == "composed" ? models::AttentionPath::composed : models::AttentionPath::fused;
+  return m;
+}
+
+models::ModelConfig RunConfig::model_config() const {
+  models::ModelConfig m;
+  static_cast<models::StackConfig&>(m) = stack_config();
+  m.max_len = max_len;
   return m;
 }
 
@@ -62,15 +68,9 @@ RunConfig RunConfig::text_defaults() {
 
 models::GPTConfig RunConfig::gpt_config() const {
   models::GPTConfig g;
-  g.vocab = vocab;
+  static_cast<models::StackConfig&>(g) = stack_config();
   g.block_size = context;
-  g.layers = layers;
-  g.heads = heads;
-  g.d_model = d_model;
-  g.ffn = ffn;
-  g.dropout = dropout;
   g.tie_weights = tie_weights == "on";
-  g.attention = attention == "composed" ? models::AttentionPath::composed : models::AttentionPath::fused;
   return g;
 }
 
@@ -80,8 +80,9 @@ void RunConfig::validate() const {
   visit_run_fields([this](const FieldInfo& f, auto member) {
     if (const std::string error = rule_error(f, this->*member); !error.empty()) throw std::invalid_argument(error);
   });
-  if (d_model % heads != 0)
-    throw std::invalid_argument(fmt::format("--d-model ({}) must be divisible by --heads ({})", d_model, heads));
+  // the models' own check, naming the flags
+  models::validate_stack(stack_config(), {.vocab = "--vocab", .d_model = "--d-model", .heads = "--heads",
+                                          .layers = "--layers", .ffn = "--ffn", .dropout = "--dropout"});
   if (context > data::kMaxSeqLen)
     throw std::invalid_argument(fmt::format("--context must be at most {}, got {}", data::kMaxSeqLen, context));
   if (min_lr > lr)

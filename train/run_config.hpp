@@ -54,6 +54,7 @@ struct RunConfig {
 
   bool is_text() const { return task == data::Task::text; }
   std::int64_t sequence_length() const { return is_text() ? context : max_len; } // T of every batch
+  models::StackConfig stack_config() const; // what both models' configs take from the run
   models::ModelConfig model_config() const;
   models::GPTConfig gpt_config() const;
   data::TaskConfig task_config() const;
