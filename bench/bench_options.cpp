@@ -62,7 +62,7 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"tta-target", Kind::real, "0.99", "held-out sequence accuracy to reach"},
       {"tta-eval-every", Kind::integer, "50", "evaluate the held-out set every N steps during time-to-accuracy"},
       {"tta-max-steps", Kind::integer, "", "give up after N steps (default: --steps)"},
-      {"eval-count", Kind::integer, "1000", "held-out sequences (as headgrad train)"},
+      {"eval-count", Kind::integer, std::to_string(train::TrainOptions{}.eval_count), "held-out sequences (as headgrad train)"},
       {"skip-soak", Kind::flag, "false", "skip the RSS-growth soak run"},
       {"soak-steps", Kind::integer, "5000", "soak length; RSS growth is measured from step 100 to this"},
       {"no-torch", Kind::flag, "false", "headgrad only, even if PyTorch is installed"},

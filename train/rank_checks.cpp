@@ -12,14 +12,9 @@ using distributed::first_difference;
 void check_same_settings(const TrainOptions& o) {
   std::vector<std::pair<std::string, std::string>> settings;
   visit_run_fields([&](const FieldInfo& f, auto member) { settings.emplace_back(std::string("--") + f.flag, to_text(o.run.*member)); });
-  settings.emplace_back("--eval-every", std::to_string(o.eval_every));
-  settings.emplace_back("--save-every", std::to_string(o.save_every));
-  settings.emplace_back("the held-out set size", std::to_string(o.eval_count));
-  settings.emplace_back("the accuracy to stop at", to_text(o.stop_at_seq_acc));
-  settings.emplace_back("--resume", o.resume.empty() ? "(none)" : o.resume);
-  settings.emplace_back("--overwrite", o.overwrite ? "yes" : "no");
-  settings.emplace_back("--reshard", o.reshard ? "yes" : "no");
-  settings.emplace_back("--rank-timeout", to_text(o.rank_timeout));
+  visit_train_options([&](const OptionInfo& f, auto member) {
+    if (f.same_on_every_rank) settings.emplace_back(option_name(f), option_text(o.*member));
+  });
   if (const auto d = first_difference(settings))
     throw CollectiveError(fmt::format("ranks disagree on {}: rank {} has {}, rank 0 has {}", d->name, d->rank, d->value,
                                       d->root_value));

@@ -8,7 +8,7 @@
 #include "framework/optim/optimizer.hpp"
 #include "models/transformer.hpp"
 #include "train/task_data.hpp"
-#include "train/trainer.hpp"
+#include "train/train_options.hpp"
 
 namespace headgrad::train {
 

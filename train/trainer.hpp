@@ -9,34 +9,10 @@
 #include "train/checkpoint.hpp"
 #include "train/evaluate.hpp"
 #include "train/run_config.hpp"
+#include "train/train_options.hpp"
 #include "train/train_step.hpp"
 
 namespace headgrad::train {
-
-// How long a rank waits for the others in a collective before the job ends (seconds; see
-// distributed::set_rank_timeout). 5 minutes: well above the longest wait of a healthy run (the
-// other ranks waiting while rank 0 evaluates, saves and draws, or while a rank reads a large corpus
-// or checkpoint at start-up: seconds to a minute here), so that only a rank that stopped trips it,
-// and a stalled job holds its machines 5 minutes rather than PyTorch's 30 (the default timeout of
-// torch.distributed.init_process_group, sized for jobs whose checkpoints take that long).
-inline constexpr double kDefaultRankTimeout = 300;
-
-struct TrainOptions {
-  RunConfig run;
-  std::int64_t eval_every = 500;
-  std::int64_t save_every = 0;     // 0: save at each evaluation
-  std::int64_t eval_count = 1000;  // held-out sequences
-  std::string out_dir;             // created if missing
-  std::string resume;              // model.safetensors of an earlier run, or ""
-  bool overwrite = false;          // replace another run's checkpoint found in out_dir
-  bool reshard = false;            // resume with another shard count than the checkpoint's
-  double rank_timeout = kDefaultRankTimeout; // seconds (0: wait forever); several ranks only
-  int threads = 1;
-  bool json = false;
-  bool profile = false;
-  bool quiet = false;              // no progress lines (tests)
-  double stop_at_seq_acc = 2.0;    // stop early once held-out seq acc reaches this (> 1: never)
-};
 
 struct TrainSummary {
   std::int64_t steps = 0;          // optimizer steps done in total (including resumed ones)

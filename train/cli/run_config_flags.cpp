@@ -17,6 +17,14 @@ template <typename T> FlagSpec spec_of(const train::FieldInfo& f, const T& defau
   const Kind kind = kind_of(default_value);
   return {f.flag, kind, train::to_text(default_value), f.help, kind == Kind::text ? "NAME" : ""};
 }
+template <typename T> FlagSpec spec_of(const train::OptionInfo& o, const T& default_value) {
+  if constexpr (std::is_same_v<T, bool>) return {o.flag, Kind::flag, default_value ? "true" : "false", o.help, o.metavar};
+  else return {o.flag, kind_of(default_value), train::to_text(default_value), o.help, o.metavar};
+}
+void read_option(const Args& a, const train::OptionInfo& o, bool& v) { v = a.flag(o.flag); }
+void read_option(const Args& a, const train::OptionInfo& o, std::string& v) { v = a.text(o.flag); }
+void read_option(const Args& a, const train::OptionInfo& o, std::int64_t& v) { v = a.integer(o.flag); }
+void read_option(const Args& a, const train::OptionInfo& o, double& v) { v = a.real(o.flag); }
 
 // Args has checked the syntax of integer and real flags; what is left is the type's own range.
 void read_flag(const Args& a, const train::FieldInfo& f, data::Task& v) {
@@ -37,6 +45,23 @@ void read_flag(const Args& a, const train::FieldInfo& f, std::uint64_t& v) {
 }
 
 } // namespace
+
+std::vector<FlagSpec> train_option_flags() {
+  const train::TrainOptions defaults;
+  std::vector<FlagSpec> specs;
+  train::visit_train_options([&](const train::OptionInfo& o, auto member) {
+    if (o.flag) specs.push_back(spec_of(o, defaults.*member));
+  });
+  return specs;
+}
+
+void read_train_options(const Args& args, train::TrainOptions& options) {
+  train::visit_train_options([&](const train::OptionInfo& o, auto member) {
+    if (!o.flag) return;
+    read_option(args, o, options.*member);
+    if (const std::string error = train::option_rule_error(o, options.*member); !error.empty()) throw CliError(error);
+  });
+}
 
 bool selected(RunFields which, const train::FieldInfo& field) {
   return which == RunFields::all || field.role != train::Role::shape;

@@ -8,6 +8,7 @@
 
 #include "train/checkpoint.hpp"
 #include "train/cli/cli_args.hpp"
+#include "train/train_options.hpp"
 
 namespace headgrad::cli {
 
@@ -19,6 +20,12 @@ bool selected(RunFields which, const train::FieldInfo& field);
 
 // One flag per selected field; the default shown is RunConfig{}'s value (its initialiser).
 std::vector<FlagSpec> run_config_flags(RunFields which);
+
+// One flag per trainer option that has one (train::visit_train_options); the default shown is
+// TrainOptions{}'s value.
+std::vector<FlagSpec> train_option_flags();
+// Those flags read from `args` into `options` (each checked against its rule: CliError, one line).
+void read_train_options(const Args& args, train::TrainOptions& options);
 
 // With --task text its other defaults (train::RunConfig::text_defaults(), nanoGPT's CPU recipe):
 // the flags whose default differs, "--steps 2000, --batch 12, ..." for --help.

@@ -36,29 +36,14 @@ std::vector<FlagSpec> train_flags() {
       {"threads", Kind::integer, cores,
        "threads for all compute: in training each runs shards of the batch (see --shards), in evaluation the ops "
        "are split over them (OpenMP)"},
-      {"eval-every", Kind::integer, "500", "evaluate on the held-out set every N steps (0: only at the end)"},
-      {"eval-count", Kind::integer, "1000",
-       "held-out sequences to evaluate on (drawn a chunk at a time: memory does not grow with it)"},
-      {"save-every", Kind::integer, "0", "save a checkpoint every N steps (0: at each evaluation)"},
-      {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
-      {"resume", Kind::text, "", "continue from this model.safetensors (its optimizer.safetensors beside it)", "CKPT"},
       {"graph", Kind::text, "",
        "first write the autograd graph of one training step (op, shape, gradient norm per node) as DOT, and SVG "
        "when Graphviz's dot is installed",
        "FILE"},
-      {"overwrite", Kind::flag, "false",
-       "replace the checkpoint of another run, or a metrics.csv or pictures without one, found in --out"},
-      {"reshard", Kind::flag, "false",
-       "with --resume: continue with another --shards than the checkpoint's (the run's bits then change)"},
-      {"rank-timeout", Kind::real, fmt::format("{}", train::kDefaultRankTimeout),
-       "under MPI: end the job, naming the rank, when a collective has waited this long for one (0: wait forever). "
-       "5 minutes outlast every wait of a healthy run (rank 0 evaluating and saving while the others wait, a slow "
-       "start-up) yet free a stalled job's machines sooner than PyTorch's default of 30 minutes",
-       "SECONDS"},
-      {"json", Kind::flag, "false", "print the summary as one JSON object on the last line"},
-      {"profile", Kind::flag, "false", "print time per op type, forward and backward"},
-      {"quiet", Kind::flag, "false", "no progress output"},
+      {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
   });
+  const std::vector<FlagSpec> options = train_option_flags();
+  flags.insert(flags.end(), options.begin(), options.end());
   return flags;
 }
 
@@ -92,18 +77,8 @@ TrainRequest train_request(const Args& args) {
   train::TrainOptions& o = r.options;
   o.run = run_config_from_flags(args, RunFields::all);
   o.threads = args.given("threads") ? static_cast<int>(args.integer_at_least("threads", 1)) : default_threads();
-  o.eval_every = args.integer_at_least("eval-every", 0);
-  o.eval_count = args.integer_at_least("eval-count", 1);
-  o.save_every = args.integer_at_least("save-every", 0);
-  o.json = args.flag("json");
-  o.profile = args.flag("profile");
-  o.quiet = args.flag("quiet");
-  o.resume = args.text("resume");
+  read_train_options(args, o);
   r.graph = args.text("graph");
-  o.overwrite = args.flag("overwrite");
-  o.reshard = args.flag("reshard");
-  o.rank_timeout = args.real("rank-timeout");
-  if (!(o.rank_timeout >= 0)) throw CliError(fmt::format("--rank-timeout must be >= 0 (0: wait forever), got {}", o.rank_timeout));
   if (o.reshard && o.resume.empty())
     throw CliError("--reshard continues a checkpoint with another shard count: it needs --resume");
   if (!o.resume.empty()) {
