@@ -205,6 +205,9 @@ TEST_CASE("errors of the other commands: one line, exit code 2") {
              {{"eval", "--checkpoint", dir / "none.safetensors"}, dir / "none.safetensors"},
              {{"eval", "--checkpoint", dir / "regular_file"}, dir / "regular_file"},
              {{"eval", "--checkpoint", "x", "--count", "0"}, "--count must be at least 1"},
+             {{"eval", "--checkpoint", std::string(HEADGRAD_SOURCE_DIR) + "/tests/reference/fixtures/text_lm_model.safetensors",
+               "--svg", dir / "x.svg"},
+              "--svg applies to a toy task's checkpoint"},
              {{"gradcheck", "--filter"}, "--filter needs a value"},
              {{"info", "--verbose"}, "unknown flag --verbose"}}) {
       const Result r = run(args, dir);

@@ -32,11 +32,11 @@ std::vector<std::int64_t> layers_shown(std::int64_t layers, std::int64_t at_most
 
 } // namespace
 
-void write_attention_svg(models::SequenceModel& model, const data::Batch& example, data::Task task,
+void write_attention_svg(models::TokenModel& model, const data::Batch& example, data::Task task,
                          std::int64_t step, const std::string& path, std::int64_t index) {
   if (!example.tokens.defined() || example.tokens.dim() != 2 || example.tokens.shape()[0] != 1)
     throw std::invalid_argument("write_attention_svg: the example must be a batch of one sequence");
-  const std::int64_t len = example.valid_lens.to_int_vector()[0], T = model.config.max_len;
+  const std::int64_t len = example.valid_lens.to_int_vector()[0], T = example.tokens.shape()[1];
   NoGradGuard ng;
   model.eval();
   model.keep_attention_weights(true); // the fused attention path keeps them only when asked
@@ -44,7 +44,8 @@ void write_attention_svg(models::SequenceModel& model, const data::Batch& exampl
   model.keep_attention_weights(false);
   model.train();
   const auto weights = model.attention_weights(); // per layer: (1, H, T, T)
-  const std::int64_t H = model.config.heads, L = static_cast<std::int64_t>(weights.size());
+  if (weights.empty()) throw std::invalid_argument("write_attention_svg: the model kept no attention weights");
+  const std::int64_t H = weights.front().shape()[1], L = static_cast<std::int64_t>(weights.size());
   const std::int64_t heads = std::min(H, kMaxAttentionMaps);
   const std::vector<std::int64_t> layers = layers_shown(L, std::max<std::int64_t>(1, kMaxAttentionMaps / heads));
   HeatmapGrid grid;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/tasks.hpp"
-#include "models/transformer.hpp"
+#include "models/token_model.hpp"
 
 namespace headgrad::train {
 
@@ -18,7 +18,7 @@ namespace headgrad::train {
 // title, train/heatmap_svg.hpp), and at most kMaxAttentionMaps maps are drawn (evenly spaced
 // layers, the first heads; the title says which). Throws std::invalid_argument unless `example`
 // has one row.
-void write_attention_svg(models::SequenceModel& model, const data::Batch& example, data::Task task,
+void write_attention_svg(models::TokenModel& model, const data::Batch& example, data::Task task,
                          std::int64_t step, const std::string& path, std::int64_t index = 0);
 
 // The most heatmaps attention.svg draws (layers x heads).

@@ -4,7 +4,7 @@
 #include <functional>
 
 #include "data/tasks.hpp"
-#include "models/transformer.hpp"
+#include "models/token_model.hpp"
 
 namespace headgrad::train {
 

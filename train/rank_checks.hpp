@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "framework/optim/optimizer.hpp"
-#include "models/transformer.hpp"
+#include "models/token_model.hpp"
 #include "train/task_data.hpp"
 #include "train/train_options.hpp"
 

@@ -3,7 +3,7 @@
 #pragma once
 #include "data/tasks.hpp"
 #include "framework/graph_dot.hpp"
-#include "models/transformer.hpp"
+#include "models/token_model.hpp"
 
 namespace headgrad::train {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "models/transformer.hpp"
+#include "models/token_model.hpp"
 
 namespace headgrad::train {
 

@@ -8,7 +8,7 @@
 #include "data/tasks.hpp"
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/optim/optimizer.hpp"
-#include "models/transformer.hpp"
+#include "models/token_model.hpp"
 #include "train/dropout_state.hpp"
 #include "train/thread_replicas.hpp"
 

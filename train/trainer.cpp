@@ -156,9 +156,8 @@ public:
     if (o_.profile) profiler_enable(false);
     if (t_.across_ranks) check_no_drift(*t_.model, sum_.steps);
     if (!sum_.interrupted) final_evaluation_and_save();
-    auto* encoder = dynamic_cast<models::SequenceModel*>(t_.model.get()); // the toy tasks' picture
-    if (root_ && encoder)
-      write_attention_svg(*encoder, data_.eval_example(0), cfg_.task, sum_.steps,
+    if (root_ && !cfg_.is_text()) // the toy tasks' picture: a sequence whose tokens read as numbers
+      write_attention_svg(*t_.model, data_.eval_example(0), cfg_.task, sum_.steps,
                           (fs::path(o_.out_dir) / "attention.svg").string());
     summarize(now() - t_begin);
     return sum_;

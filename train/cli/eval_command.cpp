@@ -56,7 +56,13 @@ int eval_command(int argc, char** argv) {
   if (example >= count) throw CliError(fmt::format("--example {} is not below --count {}", example, count));
   runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
   train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
-  if (run.config.is_text()) return eval_text(run, args.text("checkpoint"), count);
+  if (run.config.is_text()) {
+    for (const char* toy_only : {"svg", "examples", "example"}) // a toy task's sequences, not a text's windows
+      if (args.given(toy_only))
+        throw CliError(fmt::format("--{} applies to a toy task's checkpoint; {} is a language model (task text)",
+                                   toy_only, args.text("checkpoint")));
+    return eval_text(run, args.text("checkpoint"), count);
+  }
   // The held-out set is generated a chunk at a time as it is scored: memory does not grow with count.
   const train::TaskData data(run.config);
   const train::EvalResult r = train::evaluate(*run.model, data.eval_rows(count), run.config.max_len);
@@ -78,7 +84,7 @@ int eval_command(int argc, char** argv) {
   }
   if (!args.text("svg").empty()) {
     try {
-      train::write_attention_svg(dynamic_cast<models::SequenceModel&>(*run.model), data.eval_example(example),
+      train::write_attention_svg(*run.model, data.eval_example(example),
                                  run.config.task, run.step, args.text("svg"), example);
     } catch (const std::runtime_error&) {
       throw CliError(fmt::format("--svg {}: cannot write", args.text("svg")));
