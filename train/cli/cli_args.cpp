@@ -1,5 +1,7 @@
 #include "train/cli/cli_args.hpp"
 
+#include <cstdio>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -88,6 +90,12 @@ std::int64_t Args::integer_at_least(const std::string& name, std::int64_t min) c
   const std::int64_t v = integer(name);
   if (v < min) throw CliError(fmt::format("--{} must be at least {}, got {}", name, min, v));
   return v;
+}
+
+bool Args::print_help(const std::string& synopsis, const std::string& description, const std::string& after) const {
+  if (!help_) return false;
+  std::fputs(("usage: headgrad " + synopsis + "\n\n" + description + "\n\nflags:\n" + usage() + after).c_str(), stdout);
+  return true;
 }
 
 std::string Args::usage() const {

@@ -32,6 +32,9 @@ public:
   void parse(int argc, char** argv, int first, std::vector<std::string>* positional = nullptr);
   bool help() const { return help_; }
   std::string usage() const; // the --help text, listing every flag with its default
+  // After --help: prints "usage: headgrad <synopsis>", the description, the flags and `after` to
+  // stdout and returns true (the command then returns 0); false without --help.
+  bool print_help(const std::string& synopsis, const std::string& description, const std::string& after = "") const;
 
   bool given(const std::string& name) const { return values_.count(name) > 0; } // set on the command line
   std::string text(const std::string& name) const;

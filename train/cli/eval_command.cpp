@@ -42,13 +42,11 @@ int eval_command(int argc, char** argv) {
                      {"example", Kind::integer, "0", "which held-out example --svg draws (0 .. count-1)"},
                      {"threads", Kind::integer, std::to_string(runtime::available_cores()), "threads"}});
   args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad eval --checkpoint FILE [flags]\n\nHeld-out loss, token and sequence accuracy of a "
+  if (args.print_help("eval --checkpoint FILE [flags]",
+                      "Held-out loss, token and sequence accuracy of a "
                "checkpoint of headgrad train, a few of its\npredictions, and (--svg) the attention weights on any "
-               "held-out example.\n\nflags:\n{}",
-               args.usage());
+               "held-out example."))
     return 0;
-  }
   if (args.text("checkpoint").empty()) throw CliError("--checkpoint FILE is required");
   const std::int64_t count = args.integer_at_least(args.given("count") ? "count" : "eval-count", 1);
   const std::int64_t examples = args.integer_at_least("examples", 0);

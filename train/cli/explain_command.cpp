@@ -47,17 +47,14 @@ int explain_command(int argc, char** argv) {
                          "beside PyTorch's",
                          "FILE"}});
   args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad explain [flags]\n\nRuns d2l's multi-head attention on a tiny example and prints, step "
-               "by step, every named tensor\n(Q, K, V, transpose_qkv's Qh, Kh, Vh, the scores S, the weights P = "
-               "masked_softmax(S), the\nper-head outputs O, transpose_output's C, the output Y), then every gradient "
-               "in reverse (dY, dC,\ndO, dP, dS, ...), then the float64 gradient check. The names are those of\n"
-               "docs/backprop-through-attention.md. With --fixture, each gradient is printed beside PyTorch's\nand "
-               "the difference; --svg draws every stage with its gradients, --graph the autograd graph.\n\n"
-               "flags:\n{}",
-               args.usage());
+  if (args.print_help("explain [flags]",
+                      "Runs d2l's multi-head attention on a tiny example and prints, step by step, every named tensor\n"
+                      "(Q, K, V, transpose_qkv's Qh, Kh, Vh, the scores S, the weights P = masked_softmax(S), the\n"
+                      "per-head outputs O, transpose_output's C, the output Y), then every gradient in reverse (dY, dC,\n"
+                      "dO, dP, dS, ...), then the float64 gradient check. The names are those of\n"
+                      "docs/backprop-through-attention.md. With --fixture, each gradient is printed beside PyTorch's\n"
+                      "and the difference; --svg draws every stage with its gradients, --graph the autograd graph."))
     return 0;
-  }
   explain::ExplainOptions o;
   o.batch = args.integer("batch");
   o.queries = args.integer("queries");

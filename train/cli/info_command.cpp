@@ -18,12 +18,10 @@ int info_command(int argc, char** argv) {
                       "also check N random sgemm/dgemm products of the active kernel against a "
                       "long-double reference (exit 1 if any is wrong)"}});
   args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad info [--check-blas N]\n\nPrints the BLAS build, its active kernel, threads, CPU "
-               "features, the instruction set of headgrad's vector kernels, MPI support and ranks.\n\nflags:\n{}",
-               args.usage());
+  if (args.print_help("info [--check-blas N]",
+                      "Prints the BLAS build, its active kernel, threads, CPU "
+               "features, the instruction set of headgrad's vector kernels, MPI support and ranks."))
     return 0;
-  }
   const std::int64_t check_shapes = args.integer_at_least("check-blas", 0);
   if (distributed::rank() != 0) return 0; // rank 0 speaks for the job
   runtime::set_threads(runtime::available_cores()); // as train/eval set them by default

@@ -44,14 +44,12 @@ int plot_command(int argc, char** argv) {
                      {"title", Kind::text, "", "the picture's title (default: the run directories)", "TEXT"}});
   std::vector<std::string> dirs;
   args.parse(argc, argv, 2, &dirs);
-  if (args.help()) {
-    fmt::print("usage: headgrad plot RUN_DIR... [--out FILE]\n\nDraws the training curves of one or more runs of "
+  if (args.print_help("plot RUN_DIR... [--out FILE]",
+                      "Draws the training curves of one or more runs of "
                "headgrad train (each RUN_DIR's metrics.csv) in one SVG:\ntraining loss (every step, faint, and "
                "smoothed), held-out loss, token and sequence accuracy, and the\nlearning rate; one colour per run, "
-               "with a legend. Each run also keeps its own curves.svg.\n\nflags:\n{}",
-               args.usage());
+               "with a legend. Each run also keeps its own curves.svg."))
     return 0;
-  }
   if (dirs.empty()) throw CliError("give one or more run directories (each holding a metrics.csv)");
   const std::string out = args.text("out");
   if (out.empty()) throw CliError("--out needs a file name");

@@ -64,13 +64,11 @@ int sample_command(int argc, char** argv) {
              {"timing", Kind::flag, "false", "print the generation speed to stderr at the end"},
              {"threads", Kind::integer, "1", "threads"}});
   args.parse(argc, argv, 2);
-  if (args.help()) {
-    fmt::print("usage: headgrad sample --checkpoint FILE [flags]\n\nGenerates text from a checkpoint of headgrad train "
+  if (args.print_help("sample --checkpoint FILE [flags]",
+                      "Generates text from a checkpoint of headgrad train "
                "--task text, printing each character as it\nis drawn. Every new token costs one position of the model "
-               "(a key/value cache).\n\nflags:\n{}",
-               args.usage());
+               "(a key/value cache)."))
     return 0;
-  }
   const std::string path = args.text("checkpoint");
   if (path.empty()) throw CliError("--checkpoint FILE is required");
   models::GenerateOptions o;

@@ -233,22 +233,23 @@ int train_command(int argc, char** argv) {
   const bool speaks = distributed::rank() == 0;
   if (!request) {
     if (speaks)
-      fmt::print("usage: headgrad train [flags]\n\nTrains the reference multi-head attention model (d2l's Transformer "
-                 "encoder + output layer) on a toy task,\nor with --task text a causal character language model "
-                 "(models/gpt.hpp) on a text file,\nshowing progress; writes metrics.csv, curves.svg (redrawn at "
-                 "every evaluation), model.safetensors,\noptimizer.safetensors and attention.svg to --out.\nUnder mpirun "
-                 "or srun the ranks train it data-parallel: --batch is the global batch, cut into --shards shards\n"
-                 "whose gradients add up in one fixed tree, so that a run has the same bits on any number of ranks "
-                 "and threads.\n\nflags:\n{}\nwith --task "
-                 "text (a causal language model on --text; nanoGPT's shakespeare_char recipe at its CPU size) the "
-                 "defaults are instead:\n    {}\n(--text, --tokenizer, --context and --tie-weights are refused with a "
-                 "toy task, --vocab, --max-len and --min-len with --task text.)\n\n"
-                 "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits 130, 143 or 129 (128 + the signal, as shells "
-                 "expect);\nduring start-up the run stops before its first step, saving nothing; a second signal ends "
-                 "it at once.\nExit 2: a usage error, or a configuration estimated not to fit in this machine's "
-                 "memory (refused at\nstart-up with both numbers); 3: a non-finite loss or gradient (the last "
-                 "checkpoint is intact).\n",
-                 args.usage(), cli::text_defaults_help());
+      args.print_help(
+          "train [flags]",
+          "Trains the reference multi-head attention model (d2l's Transformer encoder + output layer) on a toy task,\n"
+          "or with --task text a causal character language model (models/gpt.hpp) on a text file,\nshowing progress; "
+          "writes metrics.csv, curves.svg (redrawn at every evaluation), model.safetensors,\noptimizer.safetensors "
+          "and attention.svg to --out.\nUnder mpirun or srun the ranks train it data-parallel: --batch is the global "
+          "batch, cut into --shards shards\nwhose gradients add up in one fixed tree, so that a run has the same bits "
+          "on any number of ranks and threads.",
+          fmt::format("\nwith --task text (a causal language model on --text; nanoGPT's shakespeare_char recipe at its "
+                      "CPU size) the defaults are instead:\n    {}\n(--text, --tokenizer, --context and --tie-weights "
+                      "are refused with a toy task, --vocab, --max-len and --min-len with --task text.)\n\n"
+                      "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits 130, 143 or 129 (128 + the signal, as "
+                      "shells expect);\nduring start-up the run stops before its first step, saving nothing; a second "
+                      "signal ends it at once.\nExit 2: a usage error, or a configuration estimated not to fit in this "
+                      "machine's memory (refused at\nstart-up with both numbers); 3: a non-finite loss or gradient (the "
+                      "last checkpoint is intact).\n",
+                      cli::text_defaults_help()));
     return 0;
   }
   const train::TrainOptions& o = request->options;
