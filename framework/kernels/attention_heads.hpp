@@ -81,31 +81,19 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set (framework/kernels/isa/), the float and double
 // instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
 #ifndef HEADGRAD_ISA_NS
-template <> void attention_forward<float>(float* o, float* p, const float* q, const float* k, const float* v,
-                                          const HeadsLayout& L, const KeptKeys& kept, float scale);
-template <> void attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv,
-                                           bool dv_first, const float* dout, const float* p, const float* q,
-                                           const float* k, const float* v, const HeadsLayout& L, float scale,
-                                           const KeptKeys& kept);
-template <> void flash_attention_forward<float>(float* o, float* lse, const float* q, const float* k, const float* v,
-                                                const HeadsLayout& L, const KeptKeys& kept, float scale);
-template <> void flash_attention_backward<float>(float* dq, bool dq_first, float* dk, bool dk_first, float* dv,
-                                                 bool dv_first, const float* dout, const float* o, const float* lse,
-                                                 const float* q, const float* k, const float* v, const HeadsLayout& L,
-                                                 const KeptKeys& kept, float scale);
-template <> void attention_forward<double>(double* o, double* p, const double* q, const double* k, const double* v,
-                                           const HeadsLayout& L, const KeptKeys& kept, double scale);
-template <> void attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv,
-                                            bool dv_first, const double* dout, const double* p, const double* q,
-                                            const double* k, const double* v, const HeadsLayout& L, double scale,
-                                           const KeptKeys& kept);
-template <> void flash_attention_forward<double>(double* o, double* lse, const double* q, const double* k,
-                                                 const double* v, const HeadsLayout& L, const KeptKeys& kept,
-                                                 double scale);
-template <> void flash_attention_backward<double>(double* dq, bool dq_first, double* dk, bool dk_first, double* dv,
-                                                  bool dv_first, const double* dout, const double* o,
-                                                  const double* lse, const double* q, const double* k,
-                                                  const double* v, const HeadsLayout& L, const KeptKeys& kept,
-                                                  double scale);
+#define HEADGRAD_ATTENTION_INSTANCES(T) \
+  template <> void attention_forward<T>(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, \
+      const KeptKeys& kept, T scale); \
+  template <> void attention_backward<T>(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, \
+      const T* dout, const T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, \
+      const KeptKeys& kept); \
+  template <> void flash_attention_forward<T>(T* o, T* lse, const T* q, const T* k, const T* v, \
+      const HeadsLayout& L, const KeptKeys& kept, T scale); \
+  template <> void flash_attention_backward<T>(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, \
+      const T* dout, const T* o, const T* lse, const T* q, const T* k, const T* v, const HeadsLayout& L, \
+      const KeptKeys& kept, T scale);
+HEADGRAD_ATTENTION_INSTANCES(float)
+HEADGRAD_ATTENTION_INSTANCES(double)
+#undef HEADGRAD_ATTENTION_INSTANCES
 #endif
 } // namespace headgrad::kernels

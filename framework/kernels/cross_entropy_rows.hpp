@@ -60,17 +60,13 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set (framework/kernels/isa/), the float and double
 // instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
 #ifndef HEADGRAD_ISA_NS
-template <> double cross_entropy_forward<float>(float* probs, float* row_loss, const float* x,
-                                                const std::int64_t* target, const double* weight, std::int64_t rows,
-                                                std::int64_t V);
-template <> void cross_entropy_backward<float>(float* dx, bool first_write, const float* probs,
-                                               const std::int64_t* target, const float* row_scale, std::int64_t rows,
-                                               std::int64_t V);
-template <> double cross_entropy_forward<double>(double* probs, double* row_loss, const double* x,
-                                                 const std::int64_t* target, const double* weight, std::int64_t rows,
-                                                 std::int64_t V);
-template <> void cross_entropy_backward<double>(double* dx, bool first_write, const double* probs,
-                                                const std::int64_t* target, const double* row_scale,
-                                                std::int64_t rows, std::int64_t V);
+#define HEADGRAD_CROSS_ENTROPY_INSTANCES(T) \
+  template <> double cross_entropy_forward<T>(T* probs, T* row_loss, const T* x, const std::int64_t* target, \
+      const double* weight, std::int64_t rows, std::int64_t V); \
+  template <> void cross_entropy_backward<T>(T* dx, bool first_write, const T* probs, const std::int64_t* target, \
+      const T* row_scale, std::int64_t rows, std::int64_t V);
+HEADGRAD_CROSS_ENTROPY_INSTANCES(float)
+HEADGRAD_CROSS_ENTROPY_INSTANCES(double)
+#undef HEADGRAD_CROSS_ENTROPY_INSTANCES
 #endif
 } // namespace headgrad::kernels

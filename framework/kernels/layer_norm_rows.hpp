@@ -126,21 +126,15 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set (framework/kernels/isa/), the float and double
 // instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
 #ifndef HEADGRAD_ISA_NS
-template <> void layer_norm_forward<float>(float* y, float* stats, const float* x, const float* w, const float* b,
-                                           std::int64_t rows, std::int64_t D, float eps);
-template <> void add_layer_norm_forward<float>(float* y, float* s, float* stats, const float* a, const float* b,
-                                               const float* w, const float* bias, std::int64_t rows, std::int64_t D,
-                                               float eps);
-template <> void layer_norm_backward<float>(float* dx, bool dx_first, float* dw, bool dw_first, float* db,
-                                            bool db_first, const float* dy, const float* x, const float* w,
-                                            const float* stats, std::int64_t rows, std::int64_t D);
-template <> void layer_norm_forward<double>(double* y, double* stats, const double* x, const double* w,
-                                            const double* b, std::int64_t rows, std::int64_t D, double eps);
-template <> void add_layer_norm_forward<double>(double* y, double* s, double* stats, const double* a, const double* b,
-                                                const double* w, const double* bias, std::int64_t rows,
-                                                std::int64_t D, double eps);
-template <> void layer_norm_backward<double>(double* dx, bool dx_first, double* dw, bool dw_first, double* db,
-                                             bool db_first, const double* dy, const double* x, const double* w,
-                                             const double* stats, std::int64_t rows, std::int64_t D);
+#define HEADGRAD_LAYER_NORM_INSTANCES(T) \
+  template <> void layer_norm_forward<T>(T* y, T* stats, const T* x, const T* w, const T* b, std::int64_t rows, \
+      std::int64_t D, T eps); \
+  template <> void add_layer_norm_forward<T>(T* y, T* s, T* stats, const T* a, const T* b, const T* w, \
+      const T* bias, std::int64_t rows, std::int64_t D, T eps); \
+  template <> void layer_norm_backward<T>(T* dx, bool dx_first, T* dw, bool dw_first, T* db, bool db_first, \
+      const T* dy, const T* x, const T* w, const T* stats, std::int64_t rows, std::int64_t D);
+HEADGRAD_LAYER_NORM_INSTANCES(float)
+HEADGRAD_LAYER_NORM_INSTANCES(double)
+#undef HEADGRAD_LAYER_NORM_INSTANCES
 #endif
 } // namespace headgrad::kernels

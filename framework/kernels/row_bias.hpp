@@ -34,10 +34,11 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set (framework/kernels/isa/), the float and double
 // instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
 #ifndef HEADGRAD_ISA_NS
-template <> void fill_rows<float>(float* y, const float* b, std::int64_t rows, std::int64_t cols);
-template <> void column_sums<float>(float* out, bool first_write, const float* x, std::int64_t rows, std::int64_t cols);
-template <> void fill_rows<double>(double* y, const double* b, std::int64_t rows, std::int64_t cols);
-template <> void column_sums<double>(double* out, bool first_write, const double* x, std::int64_t rows,
-                                     std::int64_t cols);
+#define HEADGRAD_ROW_BIAS_INSTANCES(T) \
+  template <> void fill_rows<T>(T* y, const T* b, std::int64_t rows, std::int64_t cols); \
+  template <> void column_sums<T>(T* out, bool first_write, const T* x, std::int64_t rows, std::int64_t cols);
+HEADGRAD_ROW_BIAS_INSTANCES(float)
+HEADGRAD_ROW_BIAS_INSTANCES(double)
+#undef HEADGRAD_ROW_BIAS_INSTANCES
 #endif
 } // namespace headgrad::kernels

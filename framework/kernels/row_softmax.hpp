@@ -178,21 +178,16 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set (framework/kernels/isa/), the float and double
 // instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
 #ifndef HEADGRAD_ISA_NS
-template <> void softmax_forward<float>(float* y, const float* x, const std::int64_t* lens, const std::uint8_t* keep,
-                                        std::int64_t rows, std::int64_t cols);
-template <> void softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y,
-                                         const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows,
-                                         std::int64_t cols);
-template <> void log_softmax_forward<float>(float* y, const float* x, std::int64_t rows, std::int64_t cols);
-template <> void log_softmax_backward<float>(float* dx, bool first_write, const float* dy, const float* y,
-                                             std::int64_t rows, std::int64_t cols);
-template <> void softmax_forward<double>(double* y, const double* x, const std::int64_t* lens,
-                                         const std::uint8_t* keep, std::int64_t rows, std::int64_t cols);
-template <> void softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y,
-                                         const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows,
-                                         std::int64_t cols);
-template <> void log_softmax_forward<double>(double* y, const double* x, std::int64_t rows, std::int64_t cols);
-template <> void log_softmax_backward<double>(double* dx, bool first_write, const double* dy, const double* y,
-                                              std::int64_t rows, std::int64_t cols);
+#define HEADGRAD_ROW_SOFTMAX_INSTANCES(T) \
+  template <> void softmax_forward<T>(T* y, const T* x, const std::int64_t* lens, const std::uint8_t* keep, \
+      std::int64_t rows, std::int64_t cols); \
+  template <> void softmax_backward<T>(T* dx, bool first_write, const T* dy, const T* y, \
+      const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows, std::int64_t cols); \
+  template <> void log_softmax_forward<T>(T* y, const T* x, std::int64_t rows, std::int64_t cols); \
+  template <> void log_softmax_backward<T>(T* dx, bool first_write, const T* dy, const T* y, std::int64_t rows, \
+      std::int64_t cols);
+HEADGRAD_ROW_SOFTMAX_INSTANCES(float)
+HEADGRAD_ROW_SOFTMAX_INSTANCES(double)
+#undef HEADGRAD_ROW_SOFTMAX_INSTANCES
 #endif
 } // namespace headgrad::kernels
