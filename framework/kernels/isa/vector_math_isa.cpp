@@ -24,51 +24,39 @@ namespace headgrad::kernels::HEADGRAD_ISA_NS {
 namespace {
 
 // ---- one vector of floats or doubles, and SLEEF's functions on it ------------------------------
+// SLEEF names a function by its element type and width and the instructions it uses:
+// Sleef_expf16_u10avx512f is exp of 16 floats within 1 ulp with AVX-512F, Sleef_expd8_u10avx512f
+// of 8 doubles; the scalar ones have no width (Sleef_expf_u10, Sleef_exp_u10).
+#define HEADGRAD_SLEEF_FUNCTIONS(F, D, ISA)                      \
+  VF vexp(VF v) { return Sleef_exp##F##_u10##ISA(v); }           \
+  VF vlog(VF v) { return Sleef_log##F##_u10##ISA(v); }           \
+  VF vtanh(VF v) { return Sleef_tanh##F##_u10##ISA(v); }         \
+  VD vexp(VD v) { return Sleef_exp##D##_u10##ISA(v); }           \
+  VD vlog(VD v) { return Sleef_log##D##_u10##ISA(v); }           \
+  VD vtanh(VD v) { return Sleef_tanh##D##_u10##ISA(v); }         \
+  VD verf(VD v) { return Sleef_erf##D##_u10##ISA(v); }
 #if defined(__AVX512F__)
 constexpr runtime::Isa kIsa = runtime::Isa::avx512;
 using VF = __m512;
 using VD = __m512d;
-VF vexp(VF v) { return Sleef_expf16_u10avx512f(v); }
-VF vlog(VF v) { return Sleef_logf16_u10avx512f(v); }
-VF vtanh(VF v) { return Sleef_tanhf16_u10avx512f(v); }
-VD vexp(VD v) { return Sleef_expd8_u10avx512f(v); }
-VD vlog(VD v) { return Sleef_logd8_u10avx512f(v); }
-VD vtanh(VD v) { return Sleef_tanhd8_u10avx512f(v); }
-VD verf(VD v) { return Sleef_erfd8_u10avx512f(v); }
+HEADGRAD_SLEEF_FUNCTIONS(f16, d8, avx512f)
 #elif defined(__AVX2__)
 constexpr runtime::Isa kIsa = runtime::Isa::avx2;
 using VF = __m256;
 using VD = __m256d;
-VF vexp(VF v) { return Sleef_expf8_u10avx2(v); }
-VF vlog(VF v) { return Sleef_logf8_u10avx2(v); }
-VF vtanh(VF v) { return Sleef_tanhf8_u10avx2(v); }
-VD vexp(VD v) { return Sleef_expd4_u10avx2(v); }
-VD vlog(VD v) { return Sleef_logd4_u10avx2(v); }
-VD vtanh(VD v) { return Sleef_tanhd4_u10avx2(v); }
-VD verf(VD v) { return Sleef_erfd4_u10avx2(v); }
+HEADGRAD_SLEEF_FUNCTIONS(f8, d4, avx2)
 #elif defined(__SSE2__)
 constexpr runtime::Isa kIsa = runtime::Isa::baseline;
 using VF = __m128;
 using VD = __m128d;
-VF vexp(VF v) { return Sleef_expf4_u10sse2(v); }
-VF vlog(VF v) { return Sleef_logf4_u10sse2(v); }
-VF vtanh(VF v) { return Sleef_tanhf4_u10sse2(v); }
-VD vexp(VD v) { return Sleef_expd2_u10sse2(v); }
-VD vlog(VD v) { return Sleef_logd2_u10sse2(v); }
-VD vtanh(VD v) { return Sleef_tanhd2_u10sse2(v); }
-VD verf(VD v) { return Sleef_erfd2_u10sse2(v); }
+HEADGRAD_SLEEF_FUNCTIONS(f4, d2, sse2)
 #else
 constexpr runtime::Isa kIsa = runtime::Isa::baseline;
 using VF = float;
 using VD = double;
-VF vexp(VF v) { return Sleef_expf_u10(v); }
-VF vlog(VF v) { return Sleef_logf_u10(v); }
-VF vtanh(VF v) { return Sleef_tanhf_u10(v); }
-VD vexp(VD v) { return Sleef_exp_u10(v); }
-VD vlog(VD v) { return Sleef_log_u10(v); }
-VD vtanh(VD v) { return Sleef_tanh_u10(v); }
-VD verf(VD v) { return Sleef_erf_u10(v); }
+HEADGRAD_SLEEF_FUNCTIONS(f, , )
 #endif
+#undef HEADGRAD_SLEEF_FUNCTIONS
 
 template <typename T> struct VecOf;
 template <> struct VecOf<float> { using type = VF; };
