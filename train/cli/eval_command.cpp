@@ -43,9 +43,8 @@ int eval_command(int argc, char** argv) {
                      {"threads", Kind::integer, std::to_string(runtime::available_cores()), "threads"}});
   args.parse(argc, argv, 2);
   if (args.print_help("eval --checkpoint FILE [flags]",
-                      "Held-out loss, token and sequence accuracy of a "
-               "checkpoint of headgrad train, a few of its\npredictions, and (--svg) the attention weights on any "
-               "held-out example."))
+                      "Held-out loss, token and sequence accuracy of a checkpoint of headgrad train, a few of its\n"
+                      "predictions, and (--svg) the attention weights on any held-out example."))
     return 0;
   if (args.text("checkpoint").empty()) throw CliError("--checkpoint FILE is required");
   const std::int64_t count = args.integer_at_least(args.given("count") ? "count" : "eval-count", 1);

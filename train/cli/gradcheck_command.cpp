@@ -12,8 +12,8 @@ int gradcheck_command(int argc, char** argv) {
   Args args("gradcheck", {{"filter", Kind::text, "", "only cases whose group or name contains this", "TEXT"}});
   args.parse(argc, argv, 2);
   if (args.print_help("gradcheck [--filter TEXT]",
-                      "Checks every op's and model's backward against central "
-               "differences in float64\n(eps 1e-6, atol 1e-5, rtol 1e-3) and prints one row per case."))
+                      "Checks every op's and model's backward against central differences in float64\n"
+                      "(eps 1e-6, atol 1e-5, rtol 1e-3) and prints one row per case."))
     return 0;
   const std::string filter = args.text("filter");
   const auto cases = all_gradcheck_cases();

@@ -19,8 +19,8 @@ int info_command(int argc, char** argv) {
                       "long-double reference (exit 1 if any is wrong)"}});
   args.parse(argc, argv, 2);
   if (args.print_help("info [--check-blas N]",
-                      "Prints the BLAS build, its active kernel, threads, CPU "
-               "features, the instruction set of headgrad's vector kernels, MPI support and ranks."))
+                      "Prints the BLAS build, its active kernel, threads, CPU features, the instruction set of "
+                      "headgrad's vector kernels, MPI support and ranks."))
     return 0;
   const std::int64_t check_shapes = args.integer_at_least("check-blas", 0);
   if (distributed::rank() != 0) return 0; // rank 0 speaks for the job

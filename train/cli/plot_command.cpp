@@ -45,10 +45,11 @@ int plot_command(int argc, char** argv) {
   std::vector<std::string> dirs;
   args.parse(argc, argv, 2, &dirs);
   if (args.print_help("plot RUN_DIR... [--out FILE]",
-                      "Draws the training curves of one or more runs of "
-               "headgrad train (each RUN_DIR's metrics.csv) in one SVG:\ntraining loss (every step, faint, and "
-               "smoothed), held-out loss, token and sequence accuracy, and the\nlearning rate; one colour per run, "
-               "with a legend. Each run also keeps its own curves.svg."))
+                      "Draws the training curves of one or more runs of headgrad train (each RUN_DIR's metrics.csv) in "
+                      "one SVG:\n"
+                      "training loss (every step, faint, and smoothed), held-out loss, token and sequence accuracy, "
+                      "and the\n"
+                      "learning rate; one colour per run, with a legend. Each run also keeps its own curves.svg."))
     return 0;
   if (dirs.empty()) throw CliError("give one or more run directories (each holding a metrics.csv)");
   const std::string out = args.text("out");

@@ -65,9 +65,8 @@ int sample_command(int argc, char** argv) {
              {"threads", Kind::integer, "1", "threads"}});
   args.parse(argc, argv, 2);
   if (args.print_help("sample --checkpoint FILE [flags]",
-                      "Generates text from a checkpoint of headgrad train "
-               "--task text, printing each character as it\nis drawn. Every new token costs one position of the model "
-               "(a key/value cache)."))
+                      "Generates text from a checkpoint of headgrad train --task text, printing each character as it\n"
+                      "is drawn. Every new token costs one position of the model (a key/value cache)."))
     return 0;
   const std::string path = args.text("checkpoint");
   if (path.empty()) throw CliError("--checkpoint FILE is required");
