@@ -18,13 +18,6 @@
 namespace headgrad::cli::explain {
 namespace {
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_vector(), y = b.to_vector();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
 std::string loss_text(const Example& e) {
   return e.cross_entropy ? "L = cross_entropy(Y, targets, mask): Y are the logits, one class per hidden unit"
                          : "L = sum(Y * R) for a fixed random R, so dL/dY = R";

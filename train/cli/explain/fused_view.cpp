@@ -10,13 +10,6 @@
 namespace headgrad::cli::explain {
 namespace {
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_vector(), y = b.to_vector();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
 // Row r of the B*H heads of a (B*H, T, c) tensor, as (T, c).
 Tensor head(const Tensor& t, std::int64_t r) { return t.slice(0, r, r + 1).reshape({t.shape()[1], t.shape()[2]}); }
 

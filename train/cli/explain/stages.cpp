@@ -18,13 +18,6 @@ Tensor leaf_of(const Tensor& t) {
   return l;
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_vector(), y = b.to_vector();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
 void print_inputs(const Example& e, TensorPrinter& p) {
   if (e.self_attention) {
     p.tensor("X", e.queries, "(B, T, num_hiddens): queries, keys and values at once (self-attention)");

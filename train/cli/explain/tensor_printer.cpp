@@ -1,9 +1,17 @@
 #include "train/cli/explain/tensor_printer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
 namespace headgrad::cli::explain {
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto x = a.to_vector(), y = b.to_vector();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
 
 std::string format_value(double v, int precision) {
   std::string s = fmt::format("{:.{}f}", v, precision);

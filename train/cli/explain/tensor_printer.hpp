@@ -11,6 +11,9 @@ namespace headgrad::cli::explain {
 // `v` with `precision` decimals; a value that rounds to zero prints as 0.0000, never -0.0000
 // (masked entries hold -0.0 or tiny negatives, which are zero as far as the reader can tell).
 std::string format_value(double v, int precision);
+// max |a - b| over the elements of two tensors of one shape (how explain compares two ways of
+// computing the same gradient).
+double max_abs_diff(const Tensor& a, const Tensor& b);
 
 class TensorPrinter {
 public:
