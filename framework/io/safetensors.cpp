@@ -157,23 +157,12 @@ SafetensorsFile parse_safetensors(const void* data, std::size_t size, const std:
   const std::uint64_t n = detail::check_header_length(bytes, size, name_for_errors);
   const std::string_view header(reinterpret_cast<const char*>(bytes) + 8, n);
   detail::Layout layout = detail::parse_header(header, size - 8 - n, name_for_errors);
-  const auto checksums = detail::take_checksums(layout, name_for_errors);
-
   // Every entry now lies inside the buffer and the entries do not overlap, so the tensors
   // together need exactly the data buffer's size.
   const unsigned char* buffer = bytes + 8 + n;
-  SafetensorsFile out;
-  out.source = name_for_errors;
-  out.metadata = layout.metadata;
-  out.tensors.reserve(layout.entries.size());
-  for (const detail::Entry& e : layout.entries) {
-    Tensor t = new_tensor(e.shape, e.dtype);
-    if (e.end > e.begin) std::memcpy(t.raw(), buffer + e.begin, e.end - e.begin);
-    detail::verify_checksum(checksums, e.name, buffer + e.begin, e.end - e.begin, name_for_errors);
-    detail::fix_loaded_bytes(t);
-    out.tensors.emplace_back(e.name, std::move(t));
-  }
-  return out;
+  return detail::read_tensors(layout, name_for_errors, [&](void* dst, const detail::Entry& e) {
+    if (e.end > e.begin) std::memcpy(dst, buffer + e.begin, e.end - e.begin);
+  });
 }
 
 } // namespace headgrad::io

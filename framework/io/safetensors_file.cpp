@@ -137,20 +137,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::string header(n, '\0');
   read_exact(f.fd, header.data(), n, 8, path);
   detail::Layout layout = detail::parse_header(header, size - 8 - n, path);
-  const auto checksums = detail::take_checksums(layout, path);
-
-  SafetensorsFile out;
-  out.source = path;
-  out.metadata = layout.metadata;
-  out.tensors.reserve(layout.entries.size());
-  for (const detail::Entry& e : layout.entries) {
-    Tensor t = new_tensor(e.shape, e.dtype);
-    read_exact(f.fd, t.raw(), e.end - e.begin, 8 + n + e.begin, path);
-    detail::verify_checksum(checksums, e.name, t.raw(), e.end - e.begin, path); // the file's bytes, before fix_loaded_bytes
-    detail::fix_loaded_bytes(t);
-    out.tensors.emplace_back(e.name, std::move(t));
-  }
-  return out;
+  return detail::read_tensors(layout, path, [&](void* dst, const detail::Entry& e) {
+    read_exact(f.fd, dst, e.end - e.begin, 8 + n + e.begin, path);
+  });
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

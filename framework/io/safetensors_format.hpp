@@ -70,4 +70,23 @@ void tensor_bytes(const Tensor& t, const ByteSink& sink);
 // After a tensor's bytes were copied in from a file: host byte order and 0/1 bools.
 void fix_loaded_bytes(const Tensor& t);
 
+// The tensors of a checked header, read in file order: read(dst, e) copies entry e's bytes as the
+// file stores them into dst (e.end - e.begin bytes); each is then checked against its checksum
+// and converted to host order. source: the file's name in errors and in the result.
+template <typename Read> SafetensorsFile read_tensors(Layout& layout, const std::string& source, Read&& read) {
+  const auto checksums = take_checksums(layout, source);
+  SafetensorsFile out;
+  out.source = source;
+  out.metadata = layout.metadata;
+  out.tensors.reserve(layout.entries.size());
+  for (const Entry& e : layout.entries) {
+    Tensor t = new_tensor(e.shape, e.dtype);
+    read(t.raw(), e);
+    verify_checksum(checksums, e.name, t.raw(), e.end - e.begin, source); // the file's bytes
+    fix_loaded_bytes(t);
+    out.tensors.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
 } // namespace headgrad::io::detail
