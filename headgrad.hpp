@@ -27,6 +27,7 @@
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
 #include "framework/io/crc32c.hpp"         // CRC-32C, the checksum of each tensor in headgrad's files
 #include "framework/io/regular_file.hpp"   // opening a named file for reading only if it is a regular one
+#include "framework/runtime/clock.hpp"     // seconds_now(): the monotonic clock headgrad times with
 #include "framework/runtime/cpu_isa.hpp"   // the instruction set of the vector kernels (HEADGRAD_ISA)
 #include "framework/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
 #include "framework/runtime/threads.hpp"   // set_threads, BLAS info

@@ -1,13 +1,13 @@
 #include "bench/timing.hpp"
 
+#include "framework/runtime/clock.hpp"
+
 #include <algorithm>
 #include <chrono>
 
 namespace headgrad::bench {
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_seconds() { return runtime::seconds_now(); }
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;

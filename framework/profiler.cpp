@@ -1,9 +1,10 @@
 #include "framework/profiler.hpp"
 
-#include <chrono>
 #include <map>
 #include <string>
 #include <thread>
+
+#include "framework/runtime/clock.hpp"
 
 namespace headgrad {
 namespace {
@@ -27,9 +28,7 @@ void charge(const char* name, bool backward, double seconds) {
   }
 }
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_seconds() { return runtime::seconds_now(); }
 
 } // namespace
 

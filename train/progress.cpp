@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "framework/runtime/clock.hpp"
 #include "train/shell_quote.hpp"
 
 namespace headgrad::train {
@@ -15,7 +16,6 @@ namespace {
 
 constexpr const char* kClearLine = "\r\033[K";
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
@@ -35,13 +35,13 @@ void Progress::step(std::int64_t step, double loss, double lr, double train_seco
   const std::int64_t done = step - start_, todo = total_ - start_;
   const double tokens_per_s = static_cast<double>(tokens_per_step_ * done) / train_seconds;
   const double eta = train_seconds / static_cast<double>(done) * static_cast<double>(todo - done);
-  if (tty_ && (now() - last_draw_ > 0.1 || step == total_)) {
+  if (tty_ && (runtime::seconds_now() - last_draw_ > 0.1 || step == total_)) {
     const int width = 24;
     const int filled = static_cast<int>(static_cast<double>(width) * static_cast<double>(done) / static_cast<double>(todo));
     fmt::print("{}[{}{}] step {}/{}  loss {:.4f}  {:.0f} tok/s  ETA {}", kClearLine, std::string(filled, '#'),
                std::string(width - filled, '.'), step, total_, loss, tokens_per_s, format_eta(eta));
     std::fflush(stdout);
-    last_draw_ = now();
+    last_draw_ = runtime::seconds_now();
   } else if (!tty_ && !json_ && step % plain_every_ == 0) {
     fmt::print("step {:>6}/{}  loss {:.4f}  lr {:.3g}  {:.0f} tok/s  ETA {}\n", step, total_, loss, lr, tokens_per_s,
                format_eta(eta));

@@ -14,6 +14,7 @@
 #include "framework/distributed/shard_tree.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/runtime/clock.hpp"
 #include "train/rank_shard.hpp"
 
 namespace headgrad::train {
@@ -21,7 +22,6 @@ namespace {
 
 using distributed::ShardRange;
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 bool has_nonfinite(const Tensor& t) {
   bool bad = false;
@@ -67,16 +67,16 @@ Tensor weighted_loss(models::TokenModel& model, const data::Batch& batch, double
 // Forward and backward over the whole batch on this thread; returns the loss.
 double loss_and_gradients(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                           std::int64_t step, StepPhases* phases) {
-  const double t0 = phases ? now() : 0;
+  const double t0 = phases ? runtime::seconds_now() : 0;
   const Tensor loss = weighted_loss(model, batch, 1.0);
   const double value = loss.item();
   check_loss(value, optimizer.params(), step);
-  const double t1 = phases ? now() : 0;
+  const double t1 = phases ? runtime::seconds_now() : 0;
   optimizer.zero_grad();
   loss.backward();
   if (phases) {
     phases->forward += t1 - t0;
-    phases->backward += now() - t1;
+    phases->backward += runtime::seconds_now() - t1;
   }
   return value;
 }
@@ -104,12 +104,12 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
       for (std::int64_t s = block.first; s < block.end; ++s) {
         const ShardRange r = distributed::shard_rows(rows, shards, s);
         const data::Batch part = data::slice_batch(batch, r.first, r.count());
-        const double t0 = i == 0 && forward_seconds ? now() : 0;
+        const double t0 = i == 0 && forward_seconds ? runtime::seconds_now() : 0;
         if (dropout) dropout->load(worker_of(i), s); // shard s's masks, whoever runs it
         const Tensor loss = weighted_loss(worker_of(i), part, static_cast<double>(part.valid_tokens) / all_valid);
         if (dropout) dropout->store(worker_of(i), s);
         losses[static_cast<std::size_t>(s - node.first)] = loss.item();
-        if (i == 0 && forward_seconds) *forward_seconds += now() - t0;
+        if (i == 0 && forward_seconds) *forward_seconds += runtime::seconds_now() - t0;
         loss.backward();
         if (s + 1 < block.end) keep(i);
       }
@@ -157,7 +157,7 @@ double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* rep
   const int workers = replicas ? replicas->count() : 1;
   optimizer.zero_grad();
   if (replicas) replicas->follow_mode();
-  const double t0 = phases ? now() : 0;
+  const double t0 = phases ? runtime::seconds_now() : 0;
   double forward = 0;
   std::vector<double> losses;
   ShardRange node{0, shards};
@@ -189,7 +189,7 @@ double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* rep
   const double value = tree_loss(losses, node, shards, across_ranks != nullptr);
   if (phases) {
     phases->forward += forward;
-    phases->backward += now() - t0 - forward; // with the other workers' and shards' ends, and the sums
+    phases->backward += runtime::seconds_now() - t0 - forward; // with the other workers' and shards' ends, and the sums
   }
   check_loss(value, optimizer.params(), step);
   return value;
@@ -236,13 +236,13 @@ StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, co
     r.loss = loss_and_gradients(model, optimizer, batch, s.step, phases); // every op on every thread
   else
     r.loss = sharded_loss_and_gradients(model, replicas, across_ranks, dropout, optimizer, batch, shards, s.step, phases);
-  const double t2 = phases ? now() : 0;
+  const double t2 = phases ? runtime::seconds_now() : 0;
   r.grad_norm = clip_and_check(params, s.clip, s.step);
-  const double t3 = phases ? now() : 0;
+  const double t3 = phases ? runtime::seconds_now() : 0;
   optimizer.step();
   if (phases) {
     phases->clip += t3 - t2;
-    phases->optimizer += now() - t3;
+    phases->optimizer += runtime::seconds_now() - t3;
   }
   return r;
 }

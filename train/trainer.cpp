@@ -14,6 +14,7 @@
 #include "framework/distributed/shard_tree.hpp"
 #include "framework/profiler.hpp"
 #include "framework/random.hpp"
+#include "framework/runtime/clock.hpp"
 #include "framework/runtime/threads.hpp"
 #include "train/attention_svg.hpp"
 #include "train/dropout_state.hpp"
@@ -50,7 +51,6 @@ extern "C" void on_stop_signal(int sig) {
   }
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // A resumed run rebuilds the checkpoint's model and continues its batches: every field that must
 // match on resume has to, or batches, metadata and model would silently disagree.
@@ -139,14 +139,14 @@ public:
       profiler_reset();
       profiler_enable(true);
     }
-    const double t_begin = now();
+    const double t_begin = runtime::seconds_now();
     // A signal during start-up stops the run before its first step: nothing new to save.
     if (const Stop early = agreed_stop(stop_now(false)); early.signal) {
       g_stop.store(0, std::memory_order_relaxed); // handled
       sum_.interrupted = true;
       sum_.stop_signal = early.signal;
       progress_.interrupted_at_start(t_.start);
-      summarize(now() - t_begin);
+      summarize(runtime::seconds_now() - t_begin);
       return sum_;
     }
     if (root_) csv_.emplace(o_.out_dir, continues_log_ ? std::optional<std::int64_t>(t_.start) : std::nullopt);
@@ -159,7 +159,7 @@ public:
     if (root_ && !cfg_.is_text()) // the toy tasks' picture: a sequence whose tokens read as numbers
       write_attention_svg(*t_.model, data_.eval_example(0), cfg_.task, sum_.steps,
                           (fs::path(o_.out_dir) / "attention.svg").string());
-    summarize(now() - t_begin);
+    summarize(runtime::seconds_now() - t_begin);
     return sum_;
   }
 
@@ -168,7 +168,7 @@ private:
 
   // Step s and what follows it (log, progress, evaluation, save); false: stop the run here.
   bool step(std::int64_t s) {
-    const double t0 = now();
+    const double t0 = runtime::seconds_now();
     const data::Batch batch = data_.batch(static_cast<std::uint64_t>(s - 1), cfg_.batch);
     const double lr = schedule_.at(s);
     StepResult r;
@@ -178,7 +178,7 @@ private:
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(fmt::format("{}, the last checkpoint {} is intact", e.what(), last_checkpoint()));
     }
-    const double dt = now() - t0;
+    const double dt = runtime::seconds_now() - t0;
     train_seconds_ += dt;
     sum_.steps = s;
     sum_.losses.push_back(r.loss);

@@ -20,23 +20,22 @@
 
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/communicator.hpp"
+#include "framework/runtime/clock.hpp"
 #include "models/transformer.hpp"
 
 using namespace headgrad;
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 // MPI_Iallreduce waited for as headgrad's collectives wait (MPI_Test with yields, then sleeps of 50 us)
 void mpi_allreduce(float* data, int n) {
   MPI_Request request;
   MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
-  const double spin_until = now() + 300e-6;
+  const double spin_until = runtime::seconds_now() + 300e-6;
   for (int done = 0;;) {
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) return;
-    if (now() < spin_until) std::this_thread::yield();
+    if (runtime::seconds_now() < spin_until) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -86,21 +85,21 @@ int main(int argc, char** argv) {
     for (int k = 0; k < 2; ++k) {
       const bool tree_first = (r + k) % 2 == 0;
       MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = now();
+      const double t0 = runtime::seconds_now();
       for (auto& b : tree_first ? a : m) {
         if (tree_first) distributed::allreduce_sum(b.data(), static_cast<std::int64_t>(b.size()));
         else mpi_allreduce(b.data(), static_cast<int>(b.size()));
       }
-      const double ms = (now() - t0) * 1e3;
+      const double ms = (runtime::seconds_now() - t0) * 1e3;
       if (r >= 2) (tree_first ? tree_ms : mpi_ms).push_back(ms);
       // the other method next in this round: swap roles by running the remaining one
       MPI_Barrier(MPI_COMM_WORLD);
-      const double t1 = now();
+      const double t1 = runtime::seconds_now();
       for (auto& b : tree_first ? m : a) {
         if (tree_first) mpi_allreduce(b.data(), static_cast<int>(b.size()));
         else distributed::allreduce_sum(b.data(), static_cast<std::int64_t>(b.size()));
       }
-      const double ms2 = (now() - t1) * 1e3;
+      const double ms2 = (runtime::seconds_now() - t1) * 1e3;
       if (r >= 2) (tree_first ? mpi_ms : tree_ms).push_back(ms2);
       if (k == 0)
         for (std::size_t i = 0; i < a.size(); ++i)

@@ -9,11 +9,10 @@
 #include "framework/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/kernels/accumulate.hpp"
+#include "framework/runtime/clock.hpp"
 
 namespace headgrad::distributed {
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void check_same_list(const NamedTensors& a, const NamedTensors& b, std::size_t worker) {
   bool same = a.size() == b.size();
@@ -175,7 +174,7 @@ void BucketedAllreduce::communicate() {
     Bucket& b = *buckets_[next_];
     const bool failed_before = failure_ != nullptr; // then the rest only counts through (finish() rethrows)
     lock.unlock();
-    b.start = now();
+    b.start = runtime::seconds_now();
     std::exception_ptr failed;
     if (!failed_before) {
       try {
@@ -185,7 +184,7 @@ void BucketedAllreduce::communicate() {
         failed = std::current_exception();
       }
     }
-    b.end = now();
+    b.end = runtime::seconds_now();
     lock.lock();
     if (failed) failure_ = failed;
     ++next_;
@@ -196,7 +195,7 @@ void BucketedAllreduce::communicate() {
 void BucketedAllreduce::finish() {
   if (!armed_.exchange(false, std::memory_order_acq_rel))
     throw std::logic_error("BucketedAllreduce::finish: no step begun");
-  const double called = now();
+  const double called = runtime::seconds_now();
   // Every backward is over: no hook runs any more, and whatever a bucket lacks is final (zeros).
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     bool ready = false;
@@ -216,7 +215,7 @@ void BucketedAllreduce::finish() {
     sums_.end();
     std::rethrow_exception(failed);
   }
-  const double done = now();
+  const double done = runtime::seconds_now();
   ++stats_.steps;
   stats_.wait_seconds += done - called;
   for (const auto& b : buckets_) {

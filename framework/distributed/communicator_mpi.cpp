@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "framework/distributed/tree_allreduce.hpp"
+#include "framework/runtime/clock.hpp"
 
 namespace headgrad::distributed {
 namespace {
@@ -24,7 +25,6 @@ struct Job {
 Job g_job;
 double g_rank_timeout = 0; // seconds; 0: wait forever
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 constexpr int kPingTag = 1, kPongTag = 2;
 int g_ping_payload = 0; // what pings and pongs carry (nothing): static, as their sends outlive the call
@@ -73,8 +73,8 @@ Survey ask_every_rank(double grace) {
   }
   std::vector<char> answered(n, 0);
   answered[static_cast<std::size_t>(g_job.rank)] = 1;
-  const double until = now() + grace;
-  for (std::size_t missing = n - 1; missing > 0 && now() < until;) {
+  const double until = runtime::seconds_now() + grace;
+  for (std::size_t missing = n - 1; missing > 0 && runtime::seconds_now() < until;) {
     for (std::size_t r = 0; r < n; ++r) {
       if (answered[r]) continue;
       int done = 0;
@@ -107,7 +107,7 @@ Survey ask_every_rank(double grace) {
 // A rank that was itself stopped (a gap between two polls) starts its wait again: the time it
 // did not run is not the others' fault (Open MPI continues a stopped rank to end the job).
 void wait_all(MPI_Request* requests, int count) {
-  const double start = now(), timeout = g_rank_timeout;
+  const double start = runtime::seconds_now(), timeout = g_rank_timeout;
   const double spin_until = start + 300e-6, pause = std::min(1.0, timeout / 2);
   double deadline = timeout > 0 ? start + timeout : std::numeric_limits<double>::infinity();
   double last = start;
@@ -118,7 +118,7 @@ void wait_all(MPI_Request* requests, int count) {
     MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE);
     if (done) return;
     answer_pings();
-    const double t = now();
+    const double t = runtime::seconds_now();
     if (timeout > 0 && t - last > pause) deadline = std::max(deadline, t + timeout); // this rank did not run
     last = t;
     if (t >= deadline) {
@@ -133,7 +133,7 @@ void wait_all(MPI_Request* requests, int count) {
                                 "(stopped, hung or cut off)",
                                 timeout, rank_list(s.silent));
       if (s.reporter == g_job.rank) throw RankTimeout(asked, silent);
-      deadline = now() + timeout;
+      deadline = runtime::seconds_now() + timeout;
     }
     if (t < spin_until) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(50));
