@@ -16,10 +16,7 @@
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
-using test_support::check_close;
-using test_support::contains;
-using test_support::error_of;
-using test_support::randn;
+using namespace test_support; // randn, check_close, error_of, contains, starts_with
 
 namespace {
 
@@ -90,13 +87,13 @@ TEST_CASE("attention masks: one set of errors, whichever op or path takes the ma
     for (const auto& [op, take] : takers()) {
       INFO(op);
       const std::string what = error_of<std::invalid_argument>([&] { take(b.mask); });
-      CHECK(test_support::starts_with(what, op + ": " + b.message));
+      CHECK(starts_with(what, op + ": " + b.message));
     }
   }
   // self_attention: the same words, with its name and its (B, heads, T, T) scores
   const std::string what = error_of<std::invalid_argument>(
       [] { (void)ops::self_attention(randn({B, Tk, 3 * C}, 10), H, lens_mask(Tensor::from_ints({3, 2, 1}, {3}))); });
-  CHECK(test_support::starts_with(what, "self_attention: valid_lens shape [3] fits neither (batch) = [2] nor (batch, "
+  CHECK(starts_with(what, "self_attention: valid_lens shape [3] fits neither (batch) = [2] nor (batch, "
                                         "queries) = [2, 5] for scores of shape [2, 2, 5, 5] (qkv [2, 5, 12])"));
   // the softmax forms name themselves and 3-D scores (without a heads axis, no per-head keep)
   CHECK(error_of<std::invalid_argument>([] { (void)ops::masked_softmax_keep(randn({B, Tq, Tk}, 11), bools({B, 1, Tq, Tk}, 12)); }) ==
