@@ -72,6 +72,7 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& d
     // checkpoint's (checked above), the compute ones (the attention path) this run's own
     t.model = make_model(o.run, o.run.seed);
     t.model->load_parameters(resumed->model->named_parameters(), o.resume);
+    resumed->model.reset();
     t.start = resumed->step;
   } else {
     t.model = make_model(o.run, o.run.seed);
