@@ -42,10 +42,11 @@ public:
 
 // How a multi-head attention layer (MultiHeadAttention, and GPT's CausalSelfAttention) computes:
 // `composed` runs d2l's code op by op (transpose_qkv -> DotProductAttention -> transpose_output),
-// the textbook form that the tests walk through; `fused` runs ops::attention (one op per layer,
-// heads as strides; self-attention with one gemm for the three projections), which training uses.
-// The two agree to float precision (tests/test_fused_attention.cpp), attention dropout included:
-// both draw its mask from the layer's dropout generator, the same mask from the same state.
+// the textbook form that explain and the tests walk through; `fused` runs ops::attention (one op
+// per layer, heads as strides; self-attention with one gemm for the three projections), which
+// training uses. The two agree to float precision (tests/test_fused_attention.cpp), attention
+// dropout included: both draw its mask from the layer's dropout generator, the same mask from
+// the same state.
 enum class AttentionPath { composed, fused };
 
 // The attention weights of a layer's last forward, (B, heads, Tq, Tk): P before dropout, as d2l's
@@ -102,7 +103,8 @@ public:
   std::int64_t num_heads, num_hiddens;
   AttentionPath path = AttentionPath::composed;
   AttentionWeights weights;
-  std::shared_ptr<DotProductAttention> attention; // d2l's submodule: its dropout is the layer's
+  std::shared_ptr<DotProductAttention> attention; // d2l's submodule: its dropout is the layer's (its own
+                                                  // attention_weights stay unset: see `weights`)
   std::shared_ptr<nn::Linear> W_q, W_k, W_v, W_o; // named query/key/value/out in the plain form
 };
 
