@@ -34,6 +34,8 @@
 set(HEADGRAD_PRIVATE_HEADERS
   ops/promotion.hpp         # dtype promotion of the binary ops (elementwise.cpp, where.cpp, compare.cpp)
   ops/reduced_axes.hpp      # layouts of the multi-axis reductions (reduce.cpp, softmax.cpp)
+  ops/attention_mask.hpp    # attention masks as the kernels take them (masked_softmax.cpp, attention.cpp)
+  ops/dropout_draw.hpp      # how dropout draws its mask (dropout.cpp, attention.cpp)
   io/safetensors_format.hpp # the byte layout shared by the safetensors reader and writer
 )
 set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE)

@@ -58,12 +58,8 @@ Tensor repeat_interleave(const Tensor& valid_lens, std::int64_t repeats) {
   return Tensor::from_ints(out, shape);
 }
 
-DotProductAttention::DotProductAttention(double p, std::uint64_t seed) {
-  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p, seed));
-}
-
-Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                    const Tensor& valid_lens) {
+Tensor dot_product_attention(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                             const ops::AttentionMask& mask, nn::Dropout& dropout, Tensor& weights_out) {
   // queries: (B', Tq, d); keys: (B', Tk, d); values: (B', Tk, dv)
   if (queries.dim() != 3 || keys.dim() != 3 || values.dim() != 3 || queries.shape()[2] != keys.shape()[2] ||
       keys.shape()[1] != values.shape()[1] || queries.shape()[0] != keys.shape()[0] ||
@@ -75,10 +71,68 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   // and the 1/sqrt(d) is the gemm's alpha (d2l writes a separate division: same value)
   Tensor scores = ops::matmul(queries, keys.transpose(1, 2), 1.0 / std::sqrt(d));
   // weights: (B', Tq, Tk), zero at masked keys
-  Tensor weights = ops::masked_softmax(scores, valid_lens);
-  attention_weights = weights.detach();
+  Tensor weights = ops::masked_softmax(scores, mask);
+  weights_out = weights.detach();
   // (B', Tq, dv)
-  return ops::matmul(dropout->forward(weights), values);
+  return ops::matmul(dropout.forward(weights), values);
+}
+
+DotProductAttention::DotProductAttention(double p, std::uint64_t seed) {
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p, seed));
+}
+
+Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                    const Tensor& valid_lens) {
+  ops::AttentionMask mask;
+  mask.valid_lens = valid_lens;
+  return dot_product_attention(queries, keys, values, mask, *dropout, attention_weights);
+}
+
+const Tensor& AttentionWeights::get(const char* who) const {
+  if (!last.defined())
+    throw std::logic_error(fmt::format("{}: the last forward kept no attention weights (the fused path keeps them "
+                                       "only when asked: keep_attention_weights(true), or the layer's weights.keep, "
+                                       "before the forward)",
+                                       who));
+  return last;
+}
+
+namespace {
+
+// d2l's MultiHeadAttention.forward between its projections and W_o, op by op.
+Tensor attend_composed(const Projected& x, std::int64_t num_heads, const ops::AttentionMask& mask,
+                       nn::Dropout& dropout, AttentionWeights& weights) {
+  Tensor q = x.q, k = x.k, v = x.v; // (batch_size, Tq or Tk, num_hiddens)
+  if (x.qkv.defined()) {            // the packed [q | k | v] of self-attention, read as its column blocks
+    const std::int64_t C = x.qkv.shape()[2] / 3;
+    q = x.qkv.slice(2, 0, C);
+    k = x.qkv.slice(2, C, 2 * C);
+    v = x.qkv.slice(2, 2 * C, 3 * C);
+  }
+  // After transpose_qkv: (batch_size * num_heads, Tq or Tk, num_hiddens / num_heads)
+  const Tensor qh = transpose_qkv(q, num_heads), kh = transpose_qkv(k, num_heads), vh = transpose_qkv(v, num_heads);
+  const std::int64_t B = q.shape()[0], Tq = q.shape()[1], Tk = k.shape()[1];
+  // the mask of (batch_size, ...) repeated per head: (batch_size * num_heads, ...)
+  const ops::AttentionMask per_head = ops::repeat_per_head(mask, B, num_heads, Tq, Tk, "attention");
+  // output: (batch_size * num_heads, Tq, num_hiddens / num_heads); P: (batch_size * num_heads, Tq, Tk)
+  Tensor P;
+  const Tensor output = dot_product_attention(qh, kh, vh, per_head, dropout, P);
+  weights.last = P.reshape({B, num_heads, Tq, Tk});
+  // output_concat: (batch_size, Tq, num_hiddens)
+  return transpose_output(output, num_heads);
+}
+
+} // namespace
+
+Tensor multi_head_attention(const Projected& x, std::int64_t heads, const ops::AttentionMask& mask,
+                            AttentionPath path, nn::Dropout& dropout, AttentionWeights& weights) {
+  weights.last = Tensor(); // not the previous forward's
+  if (path == AttentionPath::composed) return attend_composed(x, heads, mask, dropout, weights);
+  // nn::Dropout is the identity outside training; in training the op draws from its generator
+  const ops::AttentionDropout drop{dropout.training() ? dropout.p : 0.0, &dropout.gen};
+  Tensor* keep = weights.keep ? &weights.last : nullptr;
+  if (x.qkv.defined()) return ops::self_attention(x.qkv, heads, mask, keep, 0, drop);
+  return ops::attention(x.q, x.k, x.v, heads, mask, keep, 0, drop);
 }
 
 MultiHeadAttention::MultiHeadAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
@@ -117,58 +171,25 @@ Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, co
     throw std::invalid_argument(fmt::format("MultiHeadAttention: expected queries (B, Tq, q), keys (B, Tk, k), values "
                                             "(B, Tk, v); got {}, {}, {}",
                                             queries.shape(), keys.shape(), values.shape()));
-  if (path == AttentionPath::fused && !(training() && attention->dropout->p > 0))
-    return forward_fused(queries, keys, values, valid_lens);
-  fused_weights_ = Tensor();
-  // After the projections: (batch_size, Tq or Tk, num_hiddens)
-  Tensor q = W_q->forward(queries);
-  Tensor k = W_k->forward(keys);
-  Tensor v = W_v->forward(values);
-  // After transpose_qkv: (batch_size * num_heads, Tq or Tk, num_hiddens / num_heads)
-  q = transpose_qkv(q, num_heads);
-  k = transpose_qkv(k, num_heads);
-  v = transpose_qkv(v, num_heads);
-  // valid_lens: (batch_size) or (batch_size, Tq) -> repeated per head: (batch_size * num_heads, ...)
-  Tensor lens = valid_lens.defined() ? repeat_interleave(valid_lens, num_heads) : Tensor();
-  // output: (batch_size * num_heads, Tq, num_hiddens / num_heads)
-  Tensor output = attention->forward(q, k, v, lens);
-  // output_concat: (batch_size, Tq, num_hiddens)
-  Tensor output_concat = transpose_output(output, num_heads);
-  // (batch_size, Tq, num_hiddens)
-  return W_o->forward(output_concat);
-}
-
-// The same computation as forward(), as one fused op after the projections: d2l's head split,
-// scores, masked softmax, weighted sum and merge are ops::attention (framework/ops/attention.cpp).
-Tensor MultiHeadAttention::forward_fused(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                         const Tensor& valid_lens) {
   ops::AttentionMask mask;
-  mask.valid_lens = valid_lens;
-  Tensor* weights = keep_weights ? &fused_weights_ : nullptr;
-  Tensor concat; // (batch_size, Tq, num_hiddens), the heads side by side
-  if (queries.same(keys) && keys.same(values)) {
-    // self-attention: the three projections as one gemm over the stacked weights (still three
-    // parameters, W_q, W_k and W_v), and the attention reads q, k, v out of the packed result
+  mask.valid_lens = valid_lens; // (batch_size) or (batch_size, Tq)
+  // After the projections: (batch_size, Tq or Tk, num_hiddens). The composed path is d2l's code, three
+  // projections; the fused one does self-attention's as one gemm over the stacked weights (still the
+  // three parameters W_q, W_k and W_v), and the op reads q, k, v out of the packed result.
+  Projected x;
+  if (path == AttentionPath::fused && queries.same(keys) && keys.same(values)) {
     const Tensor W = ops::concat({W_q->weight, W_k->weight, W_v->weight}, 0);
     const Tensor b = W_q->bias.defined() ? ops::concat({W_q->bias, W_k->bias, W_v->bias}, 0) : Tensor();
-    concat = ops::self_attention(ops::linear(queries, W, b), num_heads, mask, weights);
+    x.qkv = ops::linear(queries, W, b);
   } else {
-    concat = ops::attention(W_q->forward(queries), W_k->forward(keys), W_v->forward(values), num_heads, mask, weights);
+    x.q = W_q->forward(queries);
+    x.k = W_k->forward(keys);
+    x.v = W_v->forward(values);
   }
-  if (!keep_weights) fused_weights_ = Tensor();
-  attention->attention_weights = Tensor(); // the composed path's weights are not this forward's
-  return W_o->forward(concat);
+  // (batch_size, Tq, num_hiddens)
+  return W_o->forward(multi_head_attention(x, num_heads, mask, path, *attention->dropout, weights));
 }
 
-Tensor MultiHeadAttention::attention_weights() const {
-  if (fused_weights_.defined()) return fused_weights_;
-  const Tensor& w = attention->attention_weights; // (batch_size * num_heads, Tq, Tk)
-  if (!w.defined())
-    throw std::logic_error(path == AttentionPath::fused && !keep_weights
-                               ? "MultiHeadAttention::attention_weights: the fused path keeps them only with "
-                                 "keep_weights set (before the forward)"
-                               : "MultiHeadAttention::attention_weights: call forward() first");
-  return w.reshape({-1, num_heads, w.shape()[1], w.shape()[2]}); // (batch_size, num_heads, Tq, Tk)
-}
+Tensor MultiHeadAttention::attention_weights() const { return weights.get("MultiHeadAttention::attention_weights"); }
 
 } // namespace headgrad::models

@@ -9,6 +9,7 @@
 
 #include "framework/nn/layers.hpp"
 #include "framework/nn/module.hpp"
+#include "framework/ops/nn_ops.hpp" // ops::AttentionMask
 
 namespace headgrad::models {
 
@@ -21,7 +22,15 @@ Tensor transpose_output(const Tensor& X, std::int64_t num_heads);
 // times in place, so lengths line up with the b * num_heads + h rows of transpose_qkv.
 Tensor repeat_interleave(const Tensor& valid_lens, std::int64_t repeats);
 
-// scores = Q K^T / sqrt(d); weights = masked_softmax(scores, valid_lens); out = dropout(weights) V
+// d2l's DotProductAttention as a function of the dropout module it uses:
+//   scores = Q K^T / sqrt(d); weights = masked_softmax(scores, mask); out = dropout(weights) V
+// queries (B', Tq, d), keys (B', Tk, d), values (B', Tk, dv), mask over the B' rows (d2l's valid_lens
+// (B') or (B', Tq), or any ops::AttentionMask) -> (B', Tq, dv). `weights` receives the weights
+// (B', Tq, Tk) before dropout, detached.
+Tensor dot_product_attention(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                             const ops::AttentionMask& mask, nn::Dropout& dropout, Tensor& weights);
+
+// d2l's module: dot_product_attention with its own dropout, keeping the last weights.
 class DotProductAttention : public nn::Module {
 public:
   explicit DotProductAttention(double dropout, std::uint64_t seed = 0);
@@ -31,13 +40,45 @@ public:
   std::shared_ptr<nn::Dropout> dropout; // registered, so train()/eval() reach it
 };
 
-// How MultiHeadAttention computes: `composed` runs d2l's code op by op (transpose_qkv ->
-// DotProductAttention -> transpose_output), the textbook form that explain and the tests walk
-// through; `fused` runs ops::attention (one op per layer, heads as strides; self-attention with
-// one gemm for the three projections), which training uses. The two agree to float precision
-// (tests/test_fused_attention.cpp). Attention dropout > 0 in training runs composed either way:
-// the fused op has no dropout.
+// How a multi-head attention layer (MultiHeadAttention, and GPT's CausalSelfAttention) computes:
+// `composed` runs d2l's code op by op (transpose_qkv -> DotProductAttention -> transpose_output),
+// the textbook form that explain and the tests walk through; `fused` runs ops::attention (one op
+// per layer, heads as strides; self-attention with one gemm for the three projections), which
+// training uses. The two agree to float precision (tests/test_fused_attention.cpp), attention
+// dropout included: both draw its mask from the layer's dropout generator, the same mask from
+// the same state.
 enum class AttentionPath { composed, fused };
+
+// The attention weights of a layer's last forward, (B, heads, Tq, Tk): P before dropout, as d2l's
+// attention_weights - what the pictures draw (train/attention_svg.cpp). The composed path always has
+// them (P is one of its tensors); the fused op hands them out only when `keep` is set before the
+// forward (they cost B * heads * Tq * Tk values, and the op then keeps P instead of taking the
+// FlashAttention-2 tiling on a long sequence, whose memory is linear in T).
+struct AttentionWeights {
+  bool keep = false;
+  Tensor last; // undefined when the last forward did not keep them
+  // `last`; std::logic_error naming `who` when it is undefined.
+  const Tensor& get(const char* who) const;
+};
+
+// One attention layer's queries, keys and values after the projections: q (B, Tq, C), k and v
+// (B, Tk, C), or, for self-attention, the packed qkv (B, T, 3C) = [q | k | v] of one gemm (which
+// the fused op reads in place); C = heads * head_dim.
+struct Projected {
+  Tensor q, k, v;
+  Tensor qkv;
+};
+
+// Multi-head attention between the projections and the output projection, on `path`: the one
+// function both MultiHeadAttention and GPT's CausalSelfAttention call.
+//   composed: transpose_qkv; the mask repeated per head (ops::repeat_per_head, as d2l repeats
+//             valid_lens); dot_product_attention with `dropout`; transpose_output.
+//   fused:    ops::attention (ops::self_attention for a packed qkv), the dropout drawn by the op
+//             from `dropout`'s generator (p when the module is training, none in eval mode).
+// mask: ops::AttentionMask for the B batch rows. Fills `weights` as AttentionWeights says.
+// Returns (B, Tq, C), the heads side by side.
+Tensor multi_head_attention(const Projected& x, std::int64_t heads, const ops::AttentionMask& mask,
+                            AttentionPath path, nn::Dropout& dropout, AttentionWeights& weights);
 
 class MultiHeadAttention : public nn::Module {
 public:
@@ -55,20 +96,16 @@ public:
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens = Tensor());
   // Self-attention: forward(x, x, x) -> (B, T, embed_dim)
   Tensor forward(const Tensor& x) { return forward(x, x, x); }
-  // The last forward's attention weights as (B, num_heads, Tq, Tk). The fused path keeps them only
-  // when keep_weights is set (they cost B * heads * Tq * Tk values; without them a long sequence
-  // needs memory linear in T); otherwise this throws std::logic_error.
+  // The last forward's attention weights as (B, num_heads, Tq, Tk) (see AttentionWeights: on the
+  // fused path only with weights.keep set); std::logic_error when it has none.
   Tensor attention_weights() const;
 
   std::int64_t num_heads, num_hiddens;
   AttentionPath path = AttentionPath::composed;
-  bool keep_weights = false;
-  std::shared_ptr<DotProductAttention> attention;
+  AttentionWeights weights;
+  std::shared_ptr<DotProductAttention> attention; // d2l's submodule: its dropout is the layer's (its own
+                                                  // attention_weights stay unset: see `weights`)
   std::shared_ptr<nn::Linear> W_q, W_k, W_v, W_o; // named query/key/value/out in the plain form
-
-private:
-  Tensor forward_fused(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens);
-  Tensor fused_weights_; // (B, num_heads, Tq, Tk) from the last fused forward with keep_weights
 };
 
 } // namespace headgrad::models

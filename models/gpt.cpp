@@ -54,51 +54,16 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg, Generator& gen, D
 
 Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& valid_lens) {
   // x: (B, T, C); qkv: (B, T, 3C) = [q | k | v], head h the columns h*hs .. (h+1)*hs of each
-  const Tensor qkv = c_attn->forward(x);
-  Tensor y; // (B, T, C), the heads side by side
-  if (path == AttentionPath::composed || (training() && attn_dropout->p > 0)) {
-    weights = Tensor();
-    y = attend_composed(qkv, valid_lens);
-  } else {
-    ops::AttentionMask mask;
-    mask.valid_lens = valid_lens;
-    mask.causal = true;
-    y = ops::self_attention(qkv, n_head, mask, keep_weights ? &weights : nullptr);
-    if (!keep_weights) weights = Tensor();
-  }
+  Projected p;
+  p.qkv = c_attn->forward(x);
+  // causal, and no position attends to padding (t >= valid_lens[b])
+  ops::AttentionMask mask;
+  mask.valid_lens = valid_lens;
+  mask.causal = true;
+  // (B, T, C), the heads side by side; model.py's att = attn_dropout(softmax(masked scores)), y = att @ v
+  const Tensor y = multi_head_attention(p, n_head, mask, path, *attn_dropout, weights);
   // output projection
   return resid_dropout->forward(c_proj->forward(y));
-}
-
-// model.py's manual implementation, for the weights' dropout:
-//   att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-//   att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf')); att = F.softmax(att, dim=-1)
-//   att = self.attn_dropout(att); y = att @ v
-//   y = y.transpose(1, 2).contiguous().view(B, T, C)
-Tensor CausalSelfAttention::attend_composed(const Tensor& qkv, const Tensor& valid_lens) {
-  const std::int64_t B = qkv.shape()[0], T = qkv.shape()[1], C = n_embd, hs = C / n_head;
-  // (B, T, C) -> (B, nh, T, hs) for each of q, k, v
-  auto heads_of = [&](std::int64_t col) { return qkv.slice(2, col, col + C).reshape({B, T, n_head, hs}).permute({0, 2, 1, 3}); };
-  const Tensor q = heads_of(0), k = heads_of(C), v = heads_of(2 * C);
-  // (B, nh, T, T)
-  const Tensor scores = ops::matmul(q, k.transpose(2, 3), 1.0 / std::sqrt(static_cast<double>(hs)));
-  const std::vector<std::int64_t> lens = valid_lens.defined() ? valid_lens.to_int_vector() : std::vector<std::int64_t>{};
-  const bool padded = std::any_of(lens.begin(), lens.end(), [T](std::int64_t len) { return len < T; });
-  Tensor att;
-  if (!padded) {
-    att = ops::causal_softmax(scores);
-  } else { // causal and the padding: key j kept for query i when j <= i and j < valid_lens[b]
-    std::vector<std::int64_t> keep(static_cast<std::size_t>(B * n_head * T * T), 0);
-    for (std::int64_t bh = 0; bh < B * n_head; ++bh)
-      for (std::int64_t i = 0; i < T; ++i)
-        for (std::int64_t j = 0; j <= i && j < lens[static_cast<std::size_t>(bh / n_head)]; ++j)
-          keep[static_cast<std::size_t>((bh * T + i) * T + j)] = 1;
-    const Tensor keep_mask = ops::ne(Tensor::from_ints(keep, {B * n_head, T, T}), 0.0);
-    att = ops::masked_softmax_keep(scores.reshape({B * n_head, T, T}), keep_mask).reshape({B, n_head, T, T});
-  }
-  att = attn_dropout->forward(att);
-  const Tensor y = ops::matmul(att, v);                     // (B, nh, T, hs)
-  return y.permute({0, 2, 1, 3}).reshape({B, T, C});        // re-assemble all head outputs side by side
 }
 
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values,
@@ -238,16 +203,12 @@ Tensor GPT::forward_cached(const Tensor& tokens, KVCache& cache) {
 }
 
 void GPT::keep_attention_weights(bool on) {
-  for (auto& block : transformer->h) block->attn->keep_weights = on;
+  for (auto& block : transformer->h) block->attn->weights.keep = on;
 }
 
 std::vector<Tensor> GPT::attention_weights() const {
   std::vector<Tensor> out;
-  for (const auto& block : transformer->h) {
-    if (!block->attn->weights.defined())
-      throw std::logic_error("GPT::attention_weights: call keep_attention_weights(true) before the forward");
-    out.push_back(block->attn->weights);
-  }
+  for (const auto& block : transformer->h) out.push_back(block->attn->weights.get("GPT::attention_weights"));
   return out;
 }
 

@@ -10,10 +10,10 @@
 //     x = x + mlp(ln_2(x))    mlp: c_fc, GELU, c_proj, dropout
 //   logits = lm_head(ln_f(x))                                    (lm_head = wte's weight if tied)
 //
-// Attention is the fused op (ops::self_attention with a causal mask) on the packed c_attn output;
-// composed (AttentionPath::composed, and always with dropout > 0 in training, as the weights'
-// dropout needs them) it runs model.py's manual version: scores, causal softmax, dropout,
-// weighted sum.
+// Attention is the fused op (ops::self_attention with a causal mask, attn_dropout's mask drawn by
+// the op) on the packed c_attn output; composed (AttentionPath::composed) it runs the ops of
+// model.py's manual version one by one: scores, causal masked softmax, dropout, weighted sum.
+// Both go through models::multi_head_attention (models/attention.hpp).
 //
 // Sampling runs forward_cached with a key/value cache: every layer keeps the keys and values of
 // the positions seen so far, so a new token costs one position (its query against the cache)
@@ -56,13 +56,9 @@ public:
 
   std::int64_t n_head, n_embd;
   AttentionPath path = AttentionPath::fused; // composed: model.py's manual attention, op by op
-  bool keep_weights = false;
-  Tensor weights;  // (B, heads, T, T) of the last forward when keep_weights
+  AttentionWeights weights;                  // (B, heads, T, T) of the last forward (see AttentionWeights)
   std::shared_ptr<nn::Linear> c_attn, c_proj;
   std::shared_ptr<nn::Dropout> attn_dropout, resid_dropout;
-
-private:
-  Tensor attend_composed(const Tensor& qkv, const Tensor& valid_lens); // (B, T, 3C) -> (B, T, C)
 };
 
 // c_proj(gelu(c_fc(x))), then dropout: (..., C) -> (..., ffn) -> (..., C). GELU is the exact

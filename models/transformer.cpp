@@ -100,7 +100,7 @@ std::unique_ptr<TokenModel> SequenceModel::replica(std::uint64_t seed) const {
 }
 
 void SequenceModel::keep_attention_weights(bool on) {
-  for (auto& blk : blks) blk->attention->keep_weights = on;
+  for (auto& blk : blks) blk->attention->weights.keep = on;
 }
 
 std::vector<Tensor> SequenceModel::attention_weights() const {

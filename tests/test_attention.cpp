@@ -81,10 +81,10 @@ TEST_CASE("masked_softmax: causal and boolean forms") {
 TEST_CASE("masked_softmax: bad lengths and shapes are refused") {
   Tensor X = Tensor::zeros({2, 3, 4});
   CHECK(error_of([&] { ops::masked_softmax(X, Tensor::from_ints({1, -1}, {2})); }) ==
-        "masked_softmax: valid_lens[1] = -1 is negative (X shape [2, 3, 4])");
+        "masked_softmax: valid_lens[1] = -1 is negative (scores of shape [2, 3, 4])");
   CHECK(error_of([&] { ops::masked_softmax(X, Tensor::from_ints({1, 2, 3}, {3})); }) ==
-        "masked_softmax: valid_lens shape [3] fits neither (batch) = [2] nor (batch, queries) = [2, 3] for X of "
-        "shape [2, 3, 4]");
+        "masked_softmax: valid_lens shape [3] fits neither (batch) = [2] nor (batch, queries) = [2, 3] for scores "
+        "of shape [2, 3, 4]");
   CHECK(error_of([&] { ops::masked_softmax(X, Tensor::from({1, 2}, {2})); }).find("must be int64") != std::string::npos);
   CHECK(error_of([&] { ops::masked_softmax(Tensor::zeros({3, 4}), Tensor::from_ints({1, 2, 3}, {3})); })
             .find("must be (batch, queries, keys)") != std::string::npos);

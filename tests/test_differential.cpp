@@ -147,11 +147,20 @@ Outputs cross_entropy(const Inputs& x, const json& p) {
   return {ops::cross_entropy(x[0], x[1], o)};
 }
 
-Outputs attention(const Inputs& x, const json& p) {
+// The AttentionMask of inputs x[first...], as make_op_cases.py's keep_of reads them: valid_lens when
+// p["lens"] (absent: when there is an input there, the first cases' form), then keep when p["keep"].
+ops::AttentionMask mask_of(const Inputs& x, std::size_t first, const json& p) {
   ops::AttentionMask m;
-  m.valid_lens = arg(x, 3);
-  m.causal = p["causal"];
-  return {ops::attention(x[0], x[1], x[2], p["heads"].get<std::int64_t>(), m, nullptr, p.value("scale", 0.0))};
+  std::size_t i = first;
+  if (p.value("lens", x.size() > first)) m.valid_lens = x[i++];
+  m.causal = p.value("causal", false);
+  if (p.value("keep", false)) m.keep = x[i];
+  return m;
+}
+
+Outputs attention(const Inputs& x, const json& p) {
+  return {ops::attention(x[0], x[1], x[2], p["heads"].get<std::int64_t>(), mask_of(x, 3, p), nullptr,
+                         p.value("scale", 0.0))};
 }
 
 // layer_norm's affine inputs as make_op_cases.py's t_layer_norm reads them: weight and bias, or
@@ -299,6 +308,7 @@ const std::map<std::string, OpFn>& op_table() {
       {"masked_softmax", [](const Inputs& x, const json&) { return Outputs{masked_softmax(x[0], arg(x, 1))}; }},
       {"causal_softmax", unary([](const Tensor& t) { return causal_softmax(t); })},
       {"masked_softmax_keep", [](const Inputs& x, const json&) { return Outputs{masked_softmax_keep(x[0], x[1])}; }},
+      {"masked_softmax_mask", [](const Inputs& x, const json& p) { return Outputs{masked_softmax(x[0], mask_of(x, 1, p))}; }},
       {"dropout_with_mask",
        [](const Inputs& x, const json& p) { return Outputs{dropout_with_mask(x[0], x[1], p["p"])}; }},
       {"attention", attention},
@@ -519,6 +529,9 @@ TEST_CASE("differential: inputs PyTorch accepts - 0-d softmax, smaller gather in
           "norm, mixed 0-d float64, long valid_lens") {
   run_family("accepted");
 }
+TEST_CASE("differential: every AttentionMask form - lengths, causal, keep per batch row, query or head") {
+  run_family("masks");
+}
 
 TEST_CASE("differential: a wrong op fails the replay (negative control)") {
   // add's cases replayed with sub, softmax's with log_softmax, max's with min: each must fail
@@ -544,6 +557,6 @@ TEST_CASE("differential: the fixture covers every op of the replay table and eve
     families.insert(c["f"].get<std::string>());
   }
   for (const auto& [name, fn] : op_table()) CHECK_MESSAGE(used.count(name) == 1, "no case for " << name);
-  CHECK(families.size() == 22); // one TEST_CASE above each
+  CHECK(families.size() == 23); // one TEST_CASE above each
   CHECK(f.cases.size() >= 4000);
 }

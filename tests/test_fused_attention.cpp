@@ -1,16 +1,23 @@
 // test_fused_attention.cpp - the fused attention op (framework/ops/attention.cpp) against the
 // composed ops it replaces (transpose_qkv -> scaled matmul -> masked softmax -> matmul ->
 // transpose_output): same outputs and same gradients for q, k and v, on random shapes and every
-// mask form - 1-D and 2-D valid_lens with zero-length rows, causal, a boolean keep mask, uneven
-// lengths, T = 1 and T not a multiple of the flash tile - through both of its algorithms (P
-// kept, and the flash tiling, called directly on small shapes and chosen by the op on long ones).
+// mask form - 1-D and 2-D valid_lens with zero-length rows, causal, a boolean keep mask of every
+// shape ((B, Tk), (B, Tq, Tk), per head (B, H, Tq, Tk)), uneven lengths, T = 1 and T not a
+// multiple of the flash tile - through both of its algorithms (P kept, and the flash tiling,
+// called directly on small shapes and chosen by the op on long ones); and with attention dropout,
+// the same result as the composed ops with nn::Dropout from the same generator state, for the op
+// and for MultiHeadAttention on both paths.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <fmt/format.h>
 
+#include <set>
+#include <string>
+
 #include "framework/autograd.hpp"
 #include "framework/kernels/attention_heads.hpp"
+#include "framework/profiler.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "models/attention.hpp"
@@ -22,14 +29,20 @@ using test_support::randn;
 
 namespace {
 
+// The boolean keep mask of a case: none, (B, Tk), (B, Tq, Tk) or per head (B, H, Tq, Tk).
+enum class Keep { none, per_batch, per_query, per_head };
+
 struct Case {
   std::int64_t B, H, Tq, Tk, dh;
   std::vector<std::int64_t> lens; // empty, B values, or B * Tq values
   bool causal = false;
-  bool keep = false; // a random boolean keep mask (B, Tq, Tk)
+  Keep keep = Keep::none; // random flags of that shape
   std::string str() const {
-    return fmt::format("B {} H {} Tq {} Tk {} dh {}, lens {}, causal {}, keep {}", B, H, Tq, Tk, dh, lens.size(),
-                       causal, keep);
+    return fmt::format("B {} H {} Tq {} Tk {} dh {}, lens {}, causal {}, keep form {}", B, H, Tq, Tk, dh, lens.size(),
+                       causal, static_cast<int>(keep));
+  }
+  Dims keep_shape() const {
+    return keep == Keep::per_batch ? Dims{B, Tk} : keep == Keep::per_query ? Dims{B, Tq, Tk} : Dims{B, H, Tq, Tk};
   }
 };
 
@@ -38,11 +51,11 @@ ops::AttentionMask mask_of(const Case& c) {
   if (c.lens.size() == static_cast<std::size_t>(c.B)) m.valid_lens = Tensor::from_ints(c.lens, {c.B});
   else if (!c.lens.empty()) m.valid_lens = Tensor::from_ints(c.lens, {c.B, c.Tq});
   m.causal = c.causal;
-  if (c.keep) {
+  if (c.keep != Keep::none) {
     headgrad::Generator g(99);
-    std::vector<double> k(static_cast<std::size_t>(c.B * c.Tq * c.Tk));
+    std::vector<double> k(static_cast<std::size_t>(c.keep_shape().numel()));
     for (auto& x : k) x = g.uniform() < 0.7 ? 1 : 0;
-    m.keep = Tensor::from(k, {c.B, c.Tq, c.Tk}, DType::bool8);
+    m.keep = Tensor::from(k, c.keep_shape(), DType::bool8);
   }
   return m;
 }
@@ -59,17 +72,23 @@ Tensor keep_per_head(const Case& c, const ops::AttentionMask& m) {
           if (c.lens.size() == static_cast<std::size_t>(c.B)) kept = j < c.lens[static_cast<std::size_t>(b)];
           else if (!c.lens.empty()) kept = j < c.lens[static_cast<std::size_t>(b * c.Tq + i)];
           if (c.causal) kept = kept && j <= i;
-          if (!keep.empty()) kept = kept && keep[static_cast<std::size_t>((b * c.Tq + i) * c.Tk + j)] != 0;
+          const std::int64_t at = c.keep == Keep::per_batch   ? b * c.Tk + j
+                                  : c.keep == Keep::per_query ? (b * c.Tq + i) * c.Tk + j
+                                                              : ((b * c.H + h) * c.Tq + i) * c.Tk + j;
+          if (!keep.empty()) kept = kept && keep[static_cast<std::size_t>(at)] != 0;
           out.push_back(kept ? 1 : 0);
         }
   return Tensor::from(out, {c.B * c.H, c.Tq, c.Tk}, DType::bool8);
 }
 
-// The composed reference: d2l's head split, scaled scores, masked softmax, weighted sum, merge.
-Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c, const ops::AttentionMask& m) {
+// The composed reference: d2l's head split, scaled scores, masked softmax, dropout (when a
+// generator is given), weighted sum, merge.
+Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Case& c, const ops::AttentionMask& m,
+                double p = 0, Generator* gen = nullptr) {
   const Tensor qh = models::transpose_qkv(q, c.H), kh = models::transpose_qkv(k, c.H), vh = models::transpose_qkv(v, c.H);
   const Tensor scores = ops::matmul(qh, kh.transpose(1, 2), 1.0 / std::sqrt(double(c.dh)));
-  const Tensor weights = ops::masked_softmax_keep(scores, keep_per_head(c, m));
+  Tensor weights = ops::masked_softmax_keep(scores, keep_per_head(c, m));
+  if (gen) weights = ops::dropout(weights, p, /*training=*/true, *gen);
   return models::transpose_output(ops::matmul(weights, vh), c.H);
 }
 
@@ -100,11 +119,15 @@ const std::vector<Case> kCases = {
     {2, 3, 4, 4, 2, {1, 4, 0, 2, 3, 3, 4, 1}},         // 2-D lens with a zero-length row
     {1, 2, 6, 6, 3, {}, true},                          // causal
     {2, 2, 5, 5, 4, {5, 2}, true},                      // causal and 1-D lens (uneven)
-    {2, 1, 3, 7, 5, {}, false, true},                   // boolean keep mask
+    {2, 1, 3, 7, 5, {}, false, Keep::per_query},        // boolean keep mask
     {1, 1, 1, 1, 3, {}},                                // T = 1
     {1, 2, 1, 9, 2, {4}},                               // one query
     {2, 2, 70, 67, 8, {67, 13}},                        // T not a multiple of the 64-row tile
-    {1, 2, 130, 130, 4, {}, true, true},                // two and a bit tiles, causal and keep
+    {1, 2, 130, 130, 4, {}, true, Keep::per_query},     // two and a bit tiles, causal and keep
+    {2, 3, 4, 6, 2, {}, false, Keep::per_batch},        // keep (B, Tk)
+    {2, 2, 3, 5, 4, {3, 1}, false, Keep::per_head},     // keep per head, with lengths
+    {2, 3, 4, 4, 2, {}, true, Keep::per_head},          // keep per head, causal
+    {1, 2, 130, 130, 4, {120}, true, Keep::per_head},   // per head, over two and a bit tiles
 };
 
 } // namespace
@@ -147,13 +170,16 @@ TEST_CASE("flash kernels = the kernels that keep P, on the same small shapes (ti
     const Tensor q = randn({c.B, c.Tq, C}, 7), k = randn({c.B, c.Tk, C}, 8), v = randn({c.B, c.Tk, C}, 9),
                  dO = randn({c.B, c.Tq, C}, 10);
     const kernels::HeadsLayout L{c.B, c.H, c.Tq, c.Tk, c.dh, C, C, C, C, c.Tq * C, c.Tk * C, c.Tk * C, c.Tq * C};
-    // the mask as the kernels take it, from its plain definition
+    // the mask as the kernels take it, from its plain definition: every head's flags for a
+    // per-head mask, head 0's rows otherwise (the mask is then the same for every head)
     const Tensor keep = keep_per_head(c, m);
+    const bool per_head = c.keep == Keep::per_head;
     std::vector<std::uint8_t> kb;
     const auto kv = keep.to_int_vector();
-    for (std::int64_t b = 0; b < c.B; ++b) // head 0's rows: the mask is the same for every head
-      for (std::int64_t i = 0; i < c.Tq * c.Tk; ++i) kb.push_back(static_cast<std::uint8_t>(kv[static_cast<std::size_t>(b * c.H * c.Tq * c.Tk + i)]));
-    const kernels::KeptKeys kept{nullptr, kb.data()};
+    for (std::int64_t b = 0; b < c.B; ++b)
+      for (std::int64_t i = 0; i < (per_head ? c.H : 1) * c.Tq * c.Tk; ++i)
+        kb.push_back(static_cast<std::uint8_t>(kv[static_cast<std::size_t>(b * c.H * c.Tq * c.Tk + i)]));
+    const kernels::KeptKeys kept{nullptr, kb.data(), per_head};
     const double s = 1 / std::sqrt(double(c.dh));
     const std::size_t nq = static_cast<std::size_t>(c.B * c.Tq * C), nk = static_cast<std::size_t>(c.B * c.Tk * C);
     std::vector<double> o1(nq), o2(nq), P(static_cast<std::size_t>(c.B * c.H * c.Tq * c.Tk)),
@@ -179,12 +205,133 @@ TEST_CASE("flash kernels = the kernels that keep P, on the same small shapes (ti
 }
 
 TEST_CASE("fused attention on a long sequence takes the flash path and still equals the composed ops") {
+  for (const Case& c : {Case{1, 2, 400, 400, 4, {390}, true}, Case{1, 2, 400, 400, 4, {}, true, Keep::per_head}}) {
+    INFO(c.str());
+    REQUIRE(kernels::flash_attention_pays(c.Tq, c.Tk, c.dh));
+    const ops::AttentionMask m = mask_of(c);
+    const Grads want = run(c, DType::f64, [&](auto& q, auto& k, auto& v) { return composed(q, k, v, c, m); });
+    const Grads got = run(c, DType::f64, [&](auto& q, auto& k, auto& v) { return ops::attention(q, k, v, c.H, m); });
+    check_same(got, want, 1e-11);
+  }
+}
+
+TEST_CASE("fused attention with dropout = the composed ops with dropout on the weights, same generator state") {
+  for (const Case& c : kCases) {
+    INFO(c.str());
+    const ops::AttentionMask m = mask_of(c);
+    for (DType dt : {DType::f64, DType::f32})
+      for (double p : {0.25, 0.6}) {
+        CAPTURE(p);
+        Generator composed_gen(1234), fused_gen(1234);
+        const Grads want = run(c, dt, [&](auto& q, auto& k, auto& v) { return composed(q, k, v, c, m, p, &composed_gen); });
+        const Grads got = run(c, dt, [&](auto& q, auto& k, auto& v) {
+          return ops::attention(q, k, v, c.H, m, nullptr, 0, {p, &fused_gen});
+        });
+        check_same(got, want, dt == DType::f64 ? 1e-12 : 2e-5);
+        CHECK(fused_gen.state() == composed_gen.state()); // the same draws, and as many
+      }
+  }
+}
+
+TEST_CASE("fused attention with dropout keeps P even on a long sequence, and self_attention drops the same") {
   const Case c{1, 2, 400, 400, 4, {390}, true};
   REQUIRE(kernels::flash_attention_pays(c.Tq, c.Tk, c.dh));
   const ops::AttentionMask m = mask_of(c);
-  const Grads want = run(c, DType::f64, [&](auto& q, auto& k, auto& v) { return composed(q, k, v, c, m); });
-  const Grads got = run(c, DType::f64, [&](auto& q, auto& k, auto& v) { return ops::attention(q, k, v, c.H, m); });
+  Generator composed_gen(5), fused_gen(5);
+  const Grads want = run(c, DType::f64, [&](auto& q, auto& k, auto& v) { return composed(q, k, v, c, m, 0.1, &composed_gen); });
+  const Grads got = run(c, DType::f64, [&](auto& q, auto& k, auto& v) {
+    return ops::attention(q, k, v, c.H, m, nullptr, 0, {0.1, &fused_gen});
+  });
   check_same(got, want, 1e-11);
+  // self_attention from the packed qkv: the same flags from the same state
+  const std::int64_t C = c.H * c.dh;
+  const Tensor x = randn({2, 5, 3 * C}, 16);
+  Generator g1(8), g2(8);
+  const Tensor packed = ops::self_attention(x, c.H, {}, nullptr, 0, {0.5, &g1});
+  const Tensor split = ops::attention(x.slice(2, 0, C), x.slice(2, C, 2 * C), x.slice(2, 2 * C, 3 * C), c.H, {},
+                                      nullptr, 0, {0.5, &g2});
+  check_close(packed.to_vector(), split.to_vector(), 1e-14);
+  // p = 0 draws nothing; p out of [0, 1) or no generator is refused
+  Generator g3(8);
+  (void)ops::attention(x.slice(2, 0, C), x.slice(2, C, 2 * C), x.slice(2, 2 * C, 3 * C), c.H, {}, nullptr, 0, {0.0, &g3});
+  CHECK(g3.state() == Generator(8).state());
+  CHECK_THROWS_AS(ops::self_attention(x, c.H, {}, nullptr, 0, {1.0, &g3}), std::invalid_argument);
+  CHECK_THROWS_AS(ops::self_attention(x, c.H, {}, nullptr, 0, {0.5, nullptr}), std::invalid_argument);
+}
+
+TEST_CASE("dropout kernels: A = P F between the softmax and V, backward through F; flags all kept = no dropout") {
+  const Case c{2, 2, 3, 5, 4, {4, 2}};
+  const ops::AttentionMask m = mask_of(c);
+  const std::int64_t C = c.H * c.dh, n = c.B * c.H * c.Tq * c.Tk;
+  const Tensor q = randn({c.B, c.Tq, C}, 17), k = randn({c.B, c.Tk, C}, 18), v = randn({c.B, c.Tk, C}, 19),
+               dO = randn({c.B, c.Tq, C}, 20);
+  const kernels::HeadsLayout L{c.B, c.H, c.Tq, c.Tk, c.dh, C, C, C, C, c.Tq * C, c.Tk * C, c.Tk * C, c.Tq * C};
+  const std::vector<std::int64_t> lens = {4, 4, 4, 2, 2, 2}; // (b, query): the case's lengths
+  const kernels::KeptKeys kept{lens.data(), nullptr};
+  std::vector<std::uint8_t> flags(static_cast<std::size_t>(n)), all(static_cast<std::size_t>(n), 1);
+  Generator g(21);
+  for (auto& f : flags) f = g.uniform() < 0.3 ? 0 : 1;
+  const double s = 1 / std::sqrt(double(c.dh)), scale = 1 / 0.7;
+  const std::size_t nq = static_cast<std::size_t>(c.B * c.Tq * C), nk = static_cast<std::size_t>(c.B * c.Tk * C);
+  auto forward = [&](const std::uint8_t* f, double fs, std::vector<double>& P) {
+    std::vector<double> o(nq);
+    P.assign(static_cast<std::size_t>(n), 0);
+    kernels::attention_forward<double>(o.data(), P.data(), q.data<double>(), k.data<double>(), v.data<double>(), L,
+                                       kept, s, {f, fs});
+    return o;
+  };
+  auto backward = [&](const std::uint8_t* f, double fs, const std::vector<double>& P) {
+    std::vector<double> dq(nq), dk(nk), dv(nk);
+    kernels::attention_backward<double>(dq.data(), true, dk.data(), true, dv.data(), true, dO.data<double>(), P.data(),
+                                        q.data<double>(), k.data<double>(), v.data<double>(), L, s, kept, {f, fs});
+    return std::vector<std::vector<double>>{dq, dk, dv};
+  };
+  std::vector<double> P0, P1, P2;
+  const auto o0 = forward(nullptr, 1, P0), o1 = forward(all.data(), 1, P1), o2 = forward(flags.data(), scale, P2);
+  CHECK(o1 == o0); // every flag kept, scale 1: no dropout, exactly
+  CHECK(P2 == P0); // the weights handed out are P, before dropout
+  CHECK(backward(all.data(), 1, P1) == backward(nullptr, 1, P0));
+  // against the composed ops with the same flags as a dropout_with_mask mask
+  const Tensor mask = Tensor::from(std::vector<double>(flags.begin(), flags.end()), {c.B * c.H, c.Tq, c.Tk}, DType::f64);
+  Tensor ql = q.detach(), kl = k.detach(), vl = v.detach();
+  for (Tensor* t : {&ql, &kl, &vl}) t->set_requires_grad(true);
+  const Tensor qh = models::transpose_qkv(ql, c.H), kh = models::transpose_qkv(kl, c.H), vh = models::transpose_qkv(vl, c.H);
+  const Tensor P = ops::masked_softmax_keep(ops::matmul(qh, kh.transpose(1, 2), s), keep_per_head(c, m));
+  const Tensor out = models::transpose_output(ops::matmul(ops::dropout_with_mask(P, mask, 0.3), vh), c.H);
+  ops::sum(out * dO).backward();
+  check_close(o2, out.to_vector(), 1e-12);
+  const auto grads = backward(flags.data(), scale, P2);
+  check_close(grads[0], ql.grad().to_vector(), 1e-12);
+  check_close(grads[1], kl.grad().to_vector(), 1e-12);
+  check_close(grads[2], vl.grad().to_vector(), 1e-12);
+}
+
+TEST_CASE("MultiHeadAttention with attention dropout: fused = composed from the same seed, nothing falls back") {
+  for (bool self : {true, false}) {
+    CAPTURE(self);
+    Generator g1(30), g2(30);
+    models::MultiHeadAttention composed_mha(4, 4, 4, 8, 2, 0.4, true, g1, DType::f64);
+    models::MultiHeadAttention fused_mha(4, 4, 4, 8, 2, 0.4, true, g2, DType::f64);
+    fused_mha.path = models::AttentionPath::fused;
+    const Tensor x = randn({2, 5, 4}, 31), y = randn({2, 6, 4}, 32), lens = Tensor::from_ints({5, 3}, {2});
+    profiler_reset();
+    profiler_enable(true);
+    const Tensor a = self ? fused_mha.forward(x, x, x, lens) : fused_mha.forward(x, y, y, lens);
+    profiler_enable(false);
+    const Tensor b = self ? composed_mha.forward(x, x, x, lens) : composed_mha.forward(x, y, y, lens);
+    check_close(a.to_vector(), b.to_vector(), 1e-12);
+    ops::sum(a * a).backward();
+    ops::sum(b * b).backward();
+    check_close(test_support::gradients_of(fused_mha), test_support::gradients_of(composed_mha), 1e-12);
+    CHECK(fused_mha.attention->dropout->gen.state() == composed_mha.attention->dropout->gen.state());
+    // the fused forward ran the fused op, with its dropout: no masked_softmax, no dropout op
+    std::set<std::string> ran;
+    for (const OpProfile& r : profiler_report())
+      if (r.forward_calls > 0) ran.insert(r.name);
+    CHECK(ran.count("attention") == 1);
+    CHECK(ran.count("masked_softmax") == 0);
+    CHECK(ran.count("dropout") == 0);
+  }
 }
 
 TEST_CASE("fused attention: the weights it hands out are d2l's, zero where masked") {

@@ -5,8 +5,11 @@
 
 #include <cmath>
 
+#include <string>
+
 #include "framework/autograd.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 #include "models/gpt.hpp"
 #include "test_support.hpp"
 
@@ -115,6 +118,60 @@ TEST_CASE("GPT fused and composed attention agree, values and gradients") {
   ops::sum(lf * lf).backward();
   ops::sum(lc * lc).backward();
   check_close(test_support::gradients_of(composed), test_support::gradients_of(fused), 1e-12);
+}
+
+TEST_CASE("GPT with dropout: the fused op takes attention dropout, and equals composed from the same seed") {
+  GPTConfig c = tiny_config();
+  c.dropout = 0.3;
+  GPT fused(c, 3, DType::f64);
+  c.attention = AttentionPath::composed;
+  GPT composed(c, 3, DType::f64);
+  const Tensor toks = tokens_of({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1}, 2), lens = Tensor::from_ints({6, 4}, {2});
+  profiler_reset();
+  profiler_enable(true);
+  const Tensor lf = fused.forward(toks, lens);
+  profiler_enable(false);
+  bool ran_fused = false, ran_masked_softmax = false;
+  for (const OpProfile& r : profiler_report()) {
+    ran_fused = ran_fused || (std::string(r.name) == "attention" && r.forward_calls == c.layers);
+    ran_masked_softmax = ran_masked_softmax || (std::string(r.name) == "masked_softmax" && r.forward_calls > 0);
+  }
+  CHECK(ran_fused); // no silent fall back to the composed ops when dropout is on
+  CHECK_FALSE(ran_masked_softmax);
+  const Tensor lc = composed.forward(toks, lens);
+  check_close(lc, lf.to_vector(), 1e-12);
+  ops::sum(lf * lf).backward();
+  ops::sum(lc * lc).backward();
+  check_close(test_support::gradients_of(composed), test_support::gradients_of(fused), 1e-12);
+  for (std::size_t l = 0; l < fused.transformer->h.size(); ++l)
+    CHECK(fused.transformer->h[l]->attn->attn_dropout->gen.state() ==
+          composed.transformer->h[l]->attn->attn_dropout->gen.state());
+}
+
+TEST_CASE("GPT attention weights for pictures: the same on both paths, kept only when asked on the fused one") {
+  GPTConfig c = tiny_config();
+  GPT fused(c, 4, DType::f64);
+  c.attention = AttentionPath::composed;
+  GPT composed(c, 4, DType::f64);
+  const Tensor toks = tokens_of({1, 2, 3, 4, 5, 6}, 1);
+  NoGradGuard ng;
+  (void)fused.forward(toks);
+  CHECK(contains(error_of<std::logic_error>([&] { (void)fused.attention_weights(); }), "GPT::attention_weights"));
+  fused.keep_attention_weights(true);
+  (void)fused.forward(toks);
+  (void)composed.forward(toks); // the composed path has them anyway
+  const auto wf = fused.attention_weights(), wc = composed.attention_weights();
+  REQUIRE(wf.size() == 2);
+  REQUIRE(wc.size() == 2);
+  for (std::size_t l = 0; l < wf.size(); ++l) {
+    CHECK(wf[l].shape() == Dims{1, 2, 6, 6});
+    CHECK(wc[l].shape() == Dims{1, 2, 6, 6});
+    check_close(wc[l], wf[l].to_vector(), 1e-14);
+    const auto w = wf[l].to_vector();
+    for (std::int64_t h = 0; h < 2; ++h) // causal: zero above the diagonal
+      for (std::int64_t i = 0; i < 6; ++i)
+        for (std::int64_t j = i + 1; j < 6; ++j) CHECK(w[static_cast<std::size_t>((h * 6 + i) * 6 + j)] == 0.0);
+  }
 }
 
 TEST_CASE("GPT key/value cache: every position's logits equal the full forward's") {

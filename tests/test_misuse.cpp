@@ -154,6 +154,8 @@ std::vector<MisuseRow> op_rows() {
       {"causal_softmax", {x}, [](const Args& a) { causal_softmax(a[0]); }},
       {"masked_softmax_keep", {x, bools({1, 1, 0, 1, 0, 0, 1, 1}, {2, 4})},
        [](const Args& a) { masked_softmax_keep(a[0], a[1]); }},
+      {"masked_softmax", {f32({2, 2, 3, 4}), ints({1, 3}, {2}), bools(std::vector<double>(48, 1), {2, 2, 3, 4})},
+       [](const Args& a) { masked_softmax(a[0], AttentionMask{a[1], true, a[2]}); }, {1, 2}},
       {"attention", {f32({2, 3, 4}, 1), f32({2, 5, 4}, 2), f32({2, 5, 4}, 3), ints({2, 5}, {2}), bools(std::vector<double>(30, 1), {2, 3, 5})},
        [](const Args& a) {
          Tensor w;
@@ -162,6 +164,10 @@ std::vector<MisuseRow> op_rows() {
        {3, 4}},
       {"self_attention", {f32({2, 3, 12}), ints({1, 3, 2, 3, 3, 1}, {2, 3})},
        [](const Args& a) { self_attention(a[0], 2, {a[1], false, Tensor()}); }, {1}},
+      {"attention", {f32({2, 3, 4}, 1), f32({2, 5, 4}, 2), f32({2, 5, 4}, 3), bools(std::vector<double>(60, 1), {2, 2, 3, 5})},
+       [](const Args& a) { attention(a[0], a[1], a[2], 2, {Tensor(), false, a[3]}, nullptr, 0, {0.5, &gen()}); }, {3}},
+      {"self_attention", {f32({2, 3, 12}), bools(std::vector<double>(36, 1), {2, 2, 3, 3})},
+       [](const Args& a) { self_attention(a[0], 2, {Tensor(), true, a[1]}, nullptr, 0, {0.25, &gen()}); }, {1}},
       {"linear", {x, f32({5, 4}), f32({5})}, [](const Args& a) { linear(a[0], a[1], a[2]); }, {2}},
       {"linear_relu", {x, f32({5, 4}), f32({5})}, [](const Args& a) { linear_relu(a[0], a[1], a[2]); }, {2}},
       {"linear_gelu", {x, f32({5, 4}), f32({5})}, [](const Args& a) { linear_gelu(a[0], a[1], a[2]); }, {2}},

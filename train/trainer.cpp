@@ -80,7 +80,11 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& d
   if (resumed) {
     data.check_same_text(resumed->metadata, o.resume); // first: another text also changes the vocab
     check_resumable(o.run, resumed->config, o.resume, o.reshard);
-    t.model = std::move(resumed->model);
+    // the checkpoint's parameters in a model of this run's config: the stored fields are the
+    // checkpoint's (checked above), the compute ones (the attention path) this run's own
+    t.model = make_model(o.run, o.run.seed);
+    t.model->load_parameters(resumed->model->named_parameters(), o.resume);
+    resumed->model.reset();
     t.start = resumed->step;
   } else {
     t.model = make_model(o.run, o.run.seed);

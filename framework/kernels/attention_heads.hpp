@@ -5,7 +5,9 @@
 //
 // Two algorithms, the same function:
 //   - attention_forward / attention_backward keep the weights P (B, H, Tq, Tk) between the
-//     passes: for short sequences the fastest, and P is there to look at.
+//     passes: for short sequences the fastest, and P is there to look at. Only these take
+//     dropout on the weights (its flags are one per weight: the flash tiling would have to keep
+//     them, or redraw them in the backward).
 //   - flash_attention_forward / flash_attention_backward keep only the output and each row's
 //     log-sum-exp (O(B H Tq) memory): tiles over the keys with an online softmax, scores
 //     recomputed in the backward (FlashAttention-2, Dao 2023, https://arxiv.org/abs/2307.08691).
@@ -27,29 +29,43 @@ struct HeadsLayout {
 };
 
 // Which keys each query row keeps: keys j < lens[b*Tq + i] (lens null: all) and keep[(b*Tq + i)*Tk
-// + j] != 0 (keep null: all). The same for every head. A row that keeps nothing outputs zeros and
+// + j] != 0 (keep null: all), or keep[((b*H + h)*Tq + i)*Tk + j] != 0 for head h when
+// keep_per_head. Lengths are the same for every head. A row that keeps nothing outputs zeros and
 // passes no gradient; a row whose kept scores hold a NaN or +inf outputs NaN (its weights are NaN on
 // every key, as PyTorch's softmax after masked_fill(-inf)).
 struct KeptKeys {
   const std::int64_t* lens = nullptr;
   const std::uint8_t* keep = nullptr;
+  bool keep_per_head = false;
+};
+
+// Dropout on the weights before they multiply V (d2l's DotProductAttention: dropout(P) V):
+// A = P ⊙ F with F = keep ? scale : 0 per weight, keep (B, H, Tq, Tk) the flags (1 keeps) and
+// scale = 1 / (1 - p); keep null: no dropout (A = P). P itself, the weights, stays undropped.
+// F is formed and multiplied in T as ops::dropout_with_mask does (mask * scale, then x * that), so
+// A, and a NaN weight times a dropped 0, are its values exactly.
+struct WeightsDropout {
+  const std::uint8_t* keep = nullptr;
+  double scale = 1;
 };
 
 HEADGRAD_ISA_BEGIN
 
-// O = softmax(scale Q K^T, masked) V per head; P (B, H, Tq, Tk): the weights, kept for the
-// backward (null: not kept, a per-thread scratch is used).
+// O = dropout(softmax(scale Q K^T, masked)) V per head; P (B, H, Tq, Tk): the weights before
+// dropout, kept for the backward (null: not kept, a per-thread scratch is used).
 template <typename T>
 void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
-                       T scale);
+                       T scale, const WeightsDropout& drop = {});
 
-// The gradients of attention_forward given dO (o's layout) and its P. Each of dq, dk, dv may be
-// null (not needed); first_write as in GradBuffer (autograd.hpp): assign instead of add. `kept` (the
-// forward's) gives masked keys dS = 0 even in a row whose P or dP holds a NaN; without it such a
-// row's masked keys may get NaN (P = 0 there, so in every other row the result is the same).
+// The gradients of attention_forward given dO (o's layout), its P and its dropout flags. Each of
+// dq, dk, dv may be null (not needed); first_write as in GradBuffer (autograd.hpp): assign instead of
+// add. `kept` (the forward's) gives masked keys dS = 0 even in a row whose P or dP holds a NaN;
+// without it such a row's masked keys may get NaN (P = 0 there, so in every other row the result is
+// the same).
 template <typename T>
 void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
-                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept = {});
+                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept = {},
+                        const WeightsDropout& drop = {});
 
 // The same forward, keeping only lse (B, H, Tq): each row's log-sum-exp of its kept scaled
 // scores (+inf for a row that keeps nothing).
@@ -83,10 +99,10 @@ HEADGRAD_ISA_END
 #ifndef HEADGRAD_ISA_NS
 #define HEADGRAD_ATTENTION_INSTANCES(T) \
   template <> void attention_forward<T>(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, \
-      const KeptKeys& kept, T scale); \
+      const KeptKeys& kept, T scale, const WeightsDropout& drop); \
   template <> void attention_backward<T>(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, \
       const T* dout, const T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, \
-      const KeptKeys& kept); \
+      const KeptKeys& kept, const WeightsDropout& drop); \
   template <> void flash_attention_forward<T>(T* o, T* lse, const T* q, const T* k, const T* v, \
       const HeadsLayout& L, const KeptKeys& kept, T scale); \
   template <> void flash_attention_backward<T>(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, \

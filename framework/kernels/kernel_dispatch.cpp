@@ -49,14 +49,14 @@ namespace headgrad::kernels {
     kernel_table().rows<T>().column_sums(out, first_write, x, rows, cols); \
   } \
   template <> void attention_forward<T>(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, \
-      const KeptKeys& kept, T scale) { \
-    kernel_table().rows<T>().attention_forward(o, p, q, k, v, L, kept, scale); \
+      const KeptKeys& kept, T scale, const WeightsDropout& drop) { \
+    kernel_table().rows<T>().attention_forward(o, p, q, k, v, L, kept, scale, drop); \
   } \
   template <> void attention_backward<T>(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, \
       const T* dout, const T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, \
-      const KeptKeys& kept) { \
+      const KeptKeys& kept, const WeightsDropout& drop) { \
     kernel_table().rows<T>().attention_backward(dq, dq_first, dk, dk_first, dv, dv_first, dout, p, q, k, v, L, \
-                                                scale, kept); \
+                                                scale, kept, drop); \
   } \
   template <> void flash_attention_forward<T>(T* o, T* lse, const T* q, const T* k, const T* v, \
       const HeadsLayout& L, const KeptKeys& kept, T scale) { \

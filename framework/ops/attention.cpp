@@ -5,93 +5,65 @@
 //
 // Per (batch, head) pair, with Q, K, V that head's T x dh columns (kernels/isa/attention_heads.cpp,
 // head_forward and head_backward, has the lines side by side):
-//   forward:  (1) S = s Q K^T   (2) P = softmax over kept keys (S)   (3) O = P V
-//   VJP:      (3) dV += P^T dO,  dP = dO V^T
+//   forward:  (1) S = s Q K^T   (2) P = softmax over kept keys (S)   (2b) A = P F   (3) O = A V
+//   VJP:      (3) dV += A^T dO,  dA = dO V^T
+//             (2b) dP = dA F
 //             (2) dS = P (dP - rowsum(dP P))       (masked keys: P = 0, so dS = 0)
 //             (1) dQ += s dS K,  dK += s dS^T Q
-//   shapes:   Q, dQ (B, Tq, H dh); K, V, dK, dV (B, Tk, H dh); O, dO (B, Tq, H dh); P (B, H, Tq, Tk)
-// Short sequences keep P for the backward; long ones keep only O and each row's log-sum-exp
-// and recompute P tile by tile (FlashAttention-2), so memory stays linear in T.
+//   shapes:   Q, dQ (B, Tq, H dh); K, V, dK, dV (B, Tk, H dh); O, dO (B, Tq, H dh); P, A, F (B, H, Tq, Tk)
+// F is attention dropout's factor (F = m / (1 - p), m ~ Bernoulli(1 - p); without dropout F = 1,
+// A = P). Short sequences keep P for the backward; long ones keep only O and each row's
+// log-sum-exp and recompute P tile by tile (FlashAttention-2), so memory stays linear in T - not
+// with dropout, whose flags F are per weight: then P is kept whatever the length.
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "framework/autograd.hpp"
 #include "framework/kernels/attention_heads.hpp"
+#include "framework/ops/attention_mask.hpp"
+#include "framework/ops/dropout_draw.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {
 
-// The mask as the kernels take it: a kept-prefix length per (b, query) and optional keep flags.
-struct KeptKeysData {
-  std::vector<std::int64_t> lens;  // B * Tq, empty: all keys
-  std::vector<std::uint8_t> keep;  // B * Tq * Tk, empty: all keys
-  kernels::KeptKeys view() const {
-    return {lens.empty() ? nullptr : lens.data(), keep.empty() ? nullptr : keep.data()};
-  }
-};
-
-KeptKeysData kept_keys(const AttentionMask& mask, std::int64_t B, std::int64_t Tq, std::int64_t Tk, const char* op) {
-  KeptKeysData d;
-  if (mask.valid_lens.defined() || mask.causal) d.lens.assign(static_cast<std::size_t>(B * Tq), Tk);
-  if (mask.valid_lens.defined()) {
-    const Tensor& vl = mask.valid_lens;
-    const bool per_batch = vl.dim() == 1 && vl.shape()[0] == B;
-    const bool per_query = vl.dim() == 2 && vl.shape() == Dims{B, Tq};
-    if (vl.dtype() != DType::i64 || (!per_batch && !per_query))
-      throw std::invalid_argument(fmt::format("{}: valid_lens must be int64 (batch) = [{}] or (batch, queries) = "
-                                              "[{}, {}], got {} {}",
-                                              op, B, B, Tq, dtype_name(vl.dtype()), vl.shape()));
-    const auto v = vl.to_int_vector();
-    for (std::size_t i = 0; i < v.size(); ++i) // a length above Tk keeps every key (d2l's sequence_mask)
-      if (v[i] < 0)
-        throw std::invalid_argument(fmt::format("{}: valid_lens[{}] = {} is negative (keys {})", op, i, v[i], Tk));
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t i = 0; i < Tq; ++i)
-        d.lens[static_cast<std::size_t>(b * Tq + i)] = v[static_cast<std::size_t>(per_batch ? b : b * Tq + i)];
-  }
-  if (mask.causal)
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t i = 0; i < Tq; ++i) {
-        auto& len = d.lens[static_cast<std::size_t>(b * Tq + i)];
-        len = std::min(len, i + 1);
-      }
-  if (mask.keep.defined()) {
-    const Tensor& kp = mask.keep;
-    const bool per_batch = kp.shape() == Dims{B, Tk}, full = kp.shape() == Dims{B, Tq, Tk};
-    if (kp.dtype() != DType::bool8 || (!per_batch && !full))
-      throw std::invalid_argument(fmt::format("{}: keep must be bool (batch, keys) = [{}, {}] or (batch, queries, "
-                                              "keys) = [{}, {}, {}], got {} {}",
-                                              op, B, Tk, B, Tq, Tk, dtype_name(kp.dtype()), kp.shape()));
-    const auto k = kp.to_int_vector();
-    d.keep.resize(static_cast<std::size_t>(B * Tq * Tk));
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t i = 0; i < Tq; ++i)
-        for (std::int64_t j = 0; j < Tk; ++j)
-          d.keep[static_cast<std::size_t>((b * Tq + i) * Tk + j)] =
-              k[static_cast<std::size_t>(per_batch ? b * Tk + j : (b * Tq + i) * Tk + j)] != 0;
-  }
-  return d;
-}
-
-// What the backward needs besides the inputs: P (short sequences) or O and lse (long ones).
+// What the backward needs besides the inputs: P (short sequences, or dropout) or O and lse (long
+// ones), and the dropout flags.
 struct Saved {
   kernels::HeadsLayout layout;
-  KeptKeysData kept;
+  KeptKeys kept;
+  std::vector<std::uint8_t> drop; // (B, H, Tq, Tk) dropout keep flags, or empty: no dropout
+  double drop_scale = 1;          // 1 / (1 - p)
   Tensor P, O, lse;
   double scale;
+  kernels::WeightsDropout dropout() const { return {drop.empty() ? nullptr : drop.data(), drop_scale}; }
 };
+
+// The dropout flags for P's (B, H, Tq, Tk) weights, drawn as ops::dropout draws its mask (one
+// draw per element, in order, dropout_keeps), into s; none when p = 0.
+void draw_dropout(Saved& s, const AttentionDropout& d, const char* op) {
+  if (!(d.p >= 0.0 && d.p < 1.0))
+    throw std::invalid_argument(fmt::format("{}: dropout p = {} is outside [0, 1)", op, d.p));
+  if (d.p == 0.0) return;
+  if (!d.gen) throw std::invalid_argument(fmt::format("{}: dropout p = {} needs a generator", op, d.p));
+  const kernels::HeadsLayout& L = s.layout;
+  s.drop.resize(static_cast<std::size_t>(L.B * L.H * L.Tq * L.Tk));
+  for (auto& keep : s.drop) keep = dropout_keeps(*d.gen, d.p);
+  s.drop_scale = 1.0 / (1.0 - d.p);
+}
 
 // Runs the forward for q, k, v (pointers into their buffers) and returns the output; fills `s`.
 Tensor attention_forward(const Tensor& qbuf, std::int64_t q_off, const Tensor& kbuf, std::int64_t k_off,
                          const Tensor& vbuf, std::int64_t v_off, Saved& s, bool keep_weights) {
   const kernels::HeadsLayout& L = s.layout;
   Tensor out = new_tensor({L.B, L.Tq, L.H * L.dh}, qbuf.dtype());
-  const bool flash = !keep_weights && kernels::flash_attention_pays(L.Tq, L.Tk, L.dh);
+  // The flash tiling takes no dropout (kernels/attention_heads.hpp): with dropout, P is kept.
+  const bool flash = !keep_weights && s.drop.empty() && kernels::flash_attention_pays(L.Tq, L.Tk, L.dh);
   if (flash) {
     s.lse = new_tensor({L.B, L.H, L.Tq}, qbuf.dtype());
     s.O = out.detach();
@@ -101,8 +73,10 @@ Tensor attention_forward(const Tensor& qbuf, std::int64_t q_off, const Tensor& k
   dispatch_float(qbuf.dtype(), "attention", [&]<typename T>() {
     const T *q = qbuf.data<T>() + q_off, *k = kbuf.data<T>() + k_off, *v = vbuf.data<T>() + v_off;
     const T scale = static_cast<T>(s.scale);
-    if (flash) kernels::flash_attention_forward<T>(out.data<T>(), s.lse.data<T>(), q, k, v, L, s.kept.view(), scale);
-    else kernels::attention_forward<T>(out.data<T>(), s.P.data<T>(), q, k, v, L, s.kept.view(), scale);
+    if (flash)
+      kernels::flash_attention_forward<T>(out.data<T>(), s.lse.data<T>(), q, k, v, L, s.kept.heads_view(), scale);
+    else
+      kernels::attention_forward<T>(out.data<T>(), s.P.data<T>(), q, k, v, L, s.kept.heads_view(), scale, s.dropout());
   });
   return out;
 }
@@ -114,10 +88,10 @@ void attention_backward(T* dq, bool q_first, T* dk, bool k_first, T* dv, bool v_
   const T scale = static_cast<T>(s.scale);
   if (s.P.defined())
     kernels::attention_backward<T>(dq, q_first, dk, k_first, dv, v_first, dO.data<T>(), s.P.data<T>(), q, k, v, s.layout,
-                                   scale, s.kept.view());
+                                   scale, s.kept.heads_view(), s.dropout());
   else
     kernels::flash_attention_backward<T>(dq, q_first, dk, k_first, dv, v_first, dO.data<T>(), s.O.data<T>(),
-                                         s.lse.data<T>(), q, k, v, s.layout, s.kept.view(), scale);
+                                         s.lse.data<T>(), q, k, v, s.layout, s.kept.heads_view(), scale);
 }
 
 // Two of q, k, v are one tensor (e.g. keys = values): their gradients are one buffer that the
@@ -136,6 +110,13 @@ void check_3d(const Tensor& t, const char* what, const char* op) {
                                             t.defined() ? t.shape().str() : "an undefined tensor"));
 }
 
+// How the mask's messages name the scores: their (B, heads, Tq, Tk) shape and the inputs they come from.
+std::string scores_of(std::int64_t B, std::int64_t H, std::int64_t Tq, std::int64_t Tk, const Tensor& q,
+                      const Tensor& k = Tensor()) {
+  return k.defined() ? fmt::format("scores of shape {} (queries {}, keys {})", Dims{B, H, Tq, Tk}, q.shape(), k.shape())
+                     : fmt::format("scores of shape {} (qkv {})", Dims{B, H, Tq, Tk}, q.shape());
+}
+
 // 0 is the default 1 / sqrt(head_dim) (d2l's DotProductAttention); any other finite scale is used as
 // given, a negative one too (the scores change sign).
 double scale_or_default(double scale, std::int64_t dh, const char* op) {
@@ -147,7 +128,7 @@ double scale_or_default(double scale, std::int64_t dh, const char* op) {
 } // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, const AttentionMask& mask,
-                 Tensor* weights, double scale) {
+                 Tensor* weights, double scale, const AttentionDropout& dropout) {
   check_3d(q, "queries", "attention");
   check_3d(k, "keys", "attention");
   check_3d(v, "values", "attention");
@@ -164,8 +145,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   auto s = std::make_shared<Saved>();
   s->layout = {B, heads, Tq, Tk, C / heads, C, C, C, C, Tq * C, Tk * C, Tk * C, Tq * C};
-  s->kept = kept_keys(mask, B, Tq, Tk, "attention");
+  s->kept = kept_keys(mask, {B, heads, Tq, Tk, true, scores_of(B, heads, Tq, Tk, q, k)}, "attention");
   s->scale = scale_or_default(scale, C / heads, "attention");
+  draw_dropout(*s, dropout, "attention");
   Tensor out = attention_forward(qc, 0, kc, 0, vc, 0, *s, weights != nullptr);
   if (weights) *weights = s->P.detach();
   return record(out, "attention", {qc, kc, vc}, [s](Node& n, const Tensor& dO) {
@@ -182,7 +164,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t
 }
 
 Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask& mask, Tensor* weights,
-                      double scale) {
+                      double scale, const AttentionDropout& dropout) {
   check_3d(qkv, "qkv", "self_attention");
   if (!is_float(qkv.dtype()))
     throw std::invalid_argument(fmt::format("self_attention: qkv must be float32 or float64, got {}",
@@ -197,8 +179,9 @@ Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask
   const Tensor x = qkv.contiguous();
   auto s = std::make_shared<Saved>();
   s->layout = {B, heads, T, T, C / heads, C3, C3, C3, C, T * C3, T * C3, T * C3, T * C};
-  s->kept = kept_keys(mask, B, T, T, "self_attention");
+  s->kept = kept_keys(mask, {B, heads, T, T, true, scores_of(B, heads, T, T, qkv)}, "self_attention");
   s->scale = scale_or_default(scale, C / heads, "self_attention");
+  draw_dropout(*s, dropout, "self_attention");
   Tensor out = attention_forward(x, 0, x, C, x, 2 * C, *s, weights != nullptr);
   if (weights) *weights = s->P.detach();
   // q, k, v are the column blocks [0, C), [C, 2C), [2C, 3C) of qkv, and so are their gradients:

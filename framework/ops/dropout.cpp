@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "framework/autograd.hpp"
+#include "framework/ops/dropout_draw.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/profiler.hpp"
@@ -33,7 +34,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   Tensor mask = new_tensor(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "dropout", [&]<typename T>() {
     T* m = mask.data<T>();
-    for (std::int64_t i = 0, n = mask.numel(); i < n; ++i) m[i] = gen.uniform() < p ? T(0) : T(1);
+    for (std::int64_t i = 0, n = mask.numel(); i < n; ++i) m[i] = dropout_keeps(gen, p) ? T(1) : T(0);
   });
   return dropout_with_mask(x, mask, p);
 }

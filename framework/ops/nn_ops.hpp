@@ -40,29 +40,56 @@ Tensor causal_softmax(const Tensor& x);
 // and masked gradients as masked_softmax (PyTorch's masked_fill(-inf) + softmax).
 Tensor masked_softmax_keep(const Tensor& x, const Tensor& keep);
 
-// ---- fused multi-head attention (attention.cpp) ----------------------------------------------
-// The keys each query may attend to. Any combination; a query that keeps no key outputs zeros and
-// passes no gradient (as masked_softmax with a zero length). A NaN or +inf among a query's kept
-// scores makes its output row NaN, as the composed ops (and PyTorch's) give.
+// ---- the keys a query attends to (attention_mask.cpp) -----------------------------------------
+// Any combination; a key is kept when every part given keeps it. A query that keeps no key gets
+// all-zero weights and passes no gradient (as masked_softmax with a zero length). A NaN or +inf
+// among a query's kept scores makes its weights NaN, as the composed ops (and PyTorch's) give.
+// The scores are (B, Tq, Tk), or (B, H, Tq, Tk) with H heads (attention's); valid_lens and keep
+// are per batch row, the same for every head, unless keep is per head.
 struct AttentionMask {
   Tensor valid_lens;   // undefined, or int64 (B) or (B, Tq), >= 0: key j kept when j < valid_lens (d2l;
                        // a length above Tk keeps every key)
   bool causal = false; // key j kept only when j <= query i
-  Tensor keep;         // undefined, or bool (B, Tk) or (B, Tq, Tk): true keeps
+  Tensor keep;         // undefined, or bool (B, Tk), (B, Tq, Tk) or, with heads, (B, H, Tq, Tk): true keeps
+};
+// masked_softmax with any AttentionMask: what attention computes its weights with, for the
+// composed path (x (B, Tq, Tk) or (B, H, Tq, Tk)). An empty mask is softmax(x). Errors, NaN and
+// gradients as masked_softmax.
+Tensor masked_softmax(const Tensor& x, const AttentionMask& mask);
+// The mask of scores (B, heads, Tq, Tk) for their (B * heads, Tq, Tk) rows, as transpose_qkv
+// lays the heads out (row b * heads + h is head h of batch row b): d2l repeats valid_lens so
+// (torch.repeat_interleave(valid_lens, heads, dim=0)); here every part of the mask is repeated,
+// causal folded into the lengths, a per-head keep read as (B * heads, Tq, Tk). Refuses what
+// attention refuses, with the same messages, naming op.
+AttentionMask repeat_per_head(const AttentionMask& mask, std::int64_t B, std::int64_t heads, std::int64_t Tq,
+                              std::int64_t Tk, const char* op = "repeat_per_head");
+
+// ---- fused multi-head attention (attention.cpp) ----------------------------------------------
+// Attention dropout, d2l's DotProductAttention's dropout(weights) before the weights multiply V:
+// each weight zeroed with probability p, the rest scaled by 1 / (1 - p). The keep flags are drawn
+// from *gen, one per weight in (B, heads, Tq, Tk) order - the draws ops::dropout (and nn::Dropout)
+// makes over the composed path's weights - so the fused op and the composed ops give the same
+// result from the same generator state. p = 0 is none (pass 0 outside training, where nn::Dropout
+// is the identity); p must be in [0, 1), and gen given when p > 0.
+struct AttentionDropout {
+  double p = 0;
+  Generator* gen = nullptr;
 };
 // d2l's multi-head attention after the projections, as one op: q (B, Tq, C), k and v (B, Tk, C)
 // with C = heads * head_dim, each head the C / heads columns of its index; returns (B, Tq, C),
 // the heads side by side (what transpose_output gives). Equal to transpose_qkv ->
-// DotProductAttention -> transpose_output (dropout 0). scale 0 means 1 / sqrt(head_dim); any other
-// finite scale, negative ones included, multiplies the scores as given (NaN or infinite: refused
-// with std::invalid_argument).
-// `weights`, if given, receives the attention weights (B, heads, Tq, Tk).
+// DotProductAttention -> transpose_output. scale 0 means 1 / sqrt(head_dim); any other finite
+// scale, negative ones included, multiplies the scores as given (NaN or infinite: refused with
+// std::invalid_argument). `mask`: see AttentionMask (keep per head: (B, heads, Tq, Tk)).
+// `weights`, if given, receives the attention weights (B, heads, Tq, Tk), before dropout.
+// Long sequences take the FlashAttention-2 tiling unless weights are asked for or dropout is on.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads,
-                 const AttentionMask& mask = {}, Tensor* weights = nullptr, double scale = 0);
+                 const AttentionMask& mask = {}, Tensor* weights = nullptr, double scale = 0,
+                 const AttentionDropout& dropout = {});
 // Self-attention from one packed projection qkv (B, T, 3C) = [q | k | v] (one gemm for the three
 // projections); its gradient is written into d(qkv) directly.
 Tensor self_attention(const Tensor& qkv, std::int64_t heads, const AttentionMask& mask = {},
-                      Tensor* weights = nullptr, double scale = 0);
+                      Tensor* weights = nullptr, double scale = 0, const AttentionDropout& dropout = {});
 
 // ---- linear (linear.cpp) ----------------------------------------------------------------------
 // y = x W^T + b for x (..., in), weight (out, in), bias (out) or undefined. One gemm each way,

@@ -26,8 +26,9 @@ layer norm rows whose squared deviations overflow, whose reference is PyTorch's 
 row scaled by a power of two (t_layer_norm's ref_exp).
 
 The families of the second round (softmax_special, large_logits, layer_norm_overflow, clip,
-correction, accepted) come after all the others, each drawing from the one random stream in turn,
-so that adding them left every earlier case (and its offsets) as it was.
+correction, accepted), and then masks (every form of AttentionMask), come after all the others,
+each drawing from the one random stream in turn, so that adding them left every earlier case (and
+its offsets) as it was.
 
 File layout (safetensors, written with make_fixtures.write_safetensors):
   data.f32, data.f64, data.i64   every tensor's elements, back to back, in one flat tensor per
@@ -60,7 +61,8 @@ from make_fixtures import read_safetensors, write_safetensors  # noqa: E402
 
 OUT = os.path.join(HERE, "fixtures", "op_cases.safetensors")
 SEED = 15
-MAX_FILE_BYTES = 4 * 1024 * 1024
+# The fixture is committed and each regeneration rewrites it in the history: kept small (4.5 MiB).
+MAX_FILE_BYTES = 9 * 512 * 1024
 
 torch.set_num_threads(1)
 rng = np.random.default_rng(SEED)
@@ -260,6 +262,25 @@ def t_cross_entropy(x, p):
     return [l.sum() / w.sum()]
 
 
+def keep_of(masks, p, B, Tq, Tk):
+    """The boolean (B, 1 or H, Tq, Tk) mask of an AttentionMask: the inputs `masks` are valid_lens
+    (int64 (B) or (B, Tq)) when p["lens"] (absent: when there is a mask input at all, the first
+    cases' form), then keep (bool (B, Tk), (B, Tq, Tk) or per head (B, H, Tq, Tk)) when p["keep"];
+    p["causal"] keeps key j for query i when j <= i."""
+    keep = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
+    i = 0
+    if p.get("lens", len(masks) > 0):
+        lens = masks[0] if masks[0].dim() == 2 else masks[0][:, None].expand(B, Tq)
+        keep = keep & (torch.arange(Tk)[None, None, None, :] < lens[:, None, :, None])
+        i = 1
+    if p.get("causal"):
+        keep = keep & (torch.arange(Tk)[None, :] <= torch.arange(Tq)[:, None])[None, None]
+    if p.get("keep"):
+        k = masks[i]
+        keep = keep & (k[:, None, None, :] if k.dim() == 2 else k[:, None] if k.dim() == 3 else k)
+    return keep
+
+
 def t_attention(x, p):
     q, k, v = x[0], x[1], x[2]
     H = p["heads"]
@@ -269,14 +290,16 @@ def t_attention(x, p):
     scale = p.get("scale") or 0  # 0 (or absent): d2l's 1 / sqrt(head_dim)
     s = split(q) @ split(k).transpose(-1, -2)
     s = s * scale if scale else s / math.sqrt(dh)
-    keep = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
-    if len(x) > 3:
-        lens = x[3] if x[3].dim() == 2 else x[3][:, None].expand(B, Tq)
-        keep = keep & (torch.arange(Tk)[None, None, None, :] < lens[:, None, :, None])
-    if p["causal"]:
-        keep = keep & (torch.arange(Tk)[None, :] <= torch.arange(Tq)[:, None])[None, None]
-    a = s.masked_fill(~keep, -math.inf).softmax(-1)
+    a = s.masked_fill(~keep_of(x[3:], p, B, Tq, Tk), -math.inf).softmax(-1)
     return [(a @ split(v)).permute(0, 2, 1, 3).reshape(B, Tq, C)]
+
+
+def t_masked_softmax_mask(x, p):
+    """masked_softmax(x, AttentionMask) for x (B, Tq, Tk) or (B, H, Tq, Tk)."""
+    s = x[0] if x[0].dim() == 4 else x[0][:, None]
+    B, _, Tq, Tk = s.shape
+    y = s.masked_fill(~keep_of(x[1:], p, B, Tq, Tk), -math.inf).softmax(-1)
+    return [y if x[0].dim() == 4 else y[:, 0]]
 
 
 def t_layer_norm(x, p):
@@ -395,6 +418,7 @@ OPS = {
                                                           -math.inf).softmax(-1)],
     "dropout_with_mask": lambda x, p: [x[0] * x[1] / (1 - p["p"])],
     "attention": t_attention,
+    "masked_softmax_mask": t_masked_softmax_mask,
     "sequence_mask": lambda x, p: [torch.arange(p["max_len"])[None, :] < x[0][:, None]],
     # small graphs that reuse intermediates
     "graph_tanh_reuse": lambda x, p: [(lambda e: e * e + e)(torch.tanh(x[0]))],
@@ -1090,6 +1114,38 @@ def fam_accepted(n):
                                                                 fin((B, Tk, C), dt), iin(rng.integers(1, Tk + 4, (B,)))]
 
 
+def fam_masks(n):
+    """Every form of AttentionMask, in the fused attention and in masked_softmax: valid lengths (B)
+    or (B, Tq), causal, a boolean keep (B, Tk), (B, Tq, Tk) or per head (B, H, Tq, Tk), and their
+    combinations. Float64 only and small (the fixture has a size limit); every row keeps key 0 (a
+    row with none is a documented difference)."""
+    for i in range(n):  # every op x keep form x causal in turn, lengths at random
+        op, keep, causal = ["attention", "masked_softmax_mask"][i % 2], [None, "b", "q", "h"][i // 2 % 4], i // 8 % 2 == 1
+        B, Tq, Tk = rand_size(0, 0.2, 2), rand_size(0, 0.2, 3), max(rand_size(0, 0.2, 4), 1)
+        H = 2 if keep == "h" else pick([1, 2])
+        lens = chance(0.5)
+        p = {"lens": lens, "causal": causal, "keep": keep is not None}
+        masks = []
+        if lens:
+            masks.append(iin(rng.integers(1, Tk + 2, (B,) if chance(0.5) else (B, Tq))))
+        if keep is not None:
+            shape = {"b": (B, Tk), "q": (B, Tq, Tk), "h": (B, H, Tq, Tk)}[keep]
+            k = rng.random(shape) < 0.6
+            k[..., 0] = True
+            masks.append(bin_(k))
+        if op == "attention":
+            dh = rand_size(0, 0.2, 2)
+            C = H * dh
+            p["heads"] = H
+            yield op, p, [fin((B, Tq, C), "f64", view=0.2), fin((B, Tk, C), "f64", view=0.2),
+                          fin((B, Tk, C), "f64", view=0.2)] + masks
+        else:
+            x = fin((B, H, Tq, Tk) if keep == "h" or chance(0.5) else (B, Tq, Tk), "f64", view=0.2)
+            if not lens and not causal and keep is None:
+                p["causal"] = True  # an empty mask is plain softmax: the softmax family has it
+            yield op, p, [x] + masks
+
+
 FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", fam_unary, 560),
             ("reduce", fam_reduce, 420), ("extrema", fam_extrema, 400), ("softmax", fam_softmax, 230),
             ("matmul", fam_matmul, 200), ("linear", fam_linear, 110), ("layer_norm", fam_layer_norm, 110),
@@ -1098,7 +1154,7 @@ FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", 
             ("graph", fam_graph, 80), ("unary", fam_gelu, 150),
             ("softmax_special", fam_softmax_special, 330), ("large_logits", fam_large_logits, 120),
             ("layer_norm_overflow", fam_layer_norm_overflow, 100), ("clip", fam_clip, 150),
-            ("correction", fam_correction, 150), ("accepted", fam_accepted, 200),
+            ("correction", fam_correction, 150), ("accepted", fam_accepted, 200), ("masks", fam_masks, 32),
             ("linear", fam_linear_gelu, 60)]
 
 

@@ -113,6 +113,19 @@ void masked_softmax_rows(std::vector<GradcheckCase>& cases) {
                         return std::vector{randn({1, 2, 2, 3}, 13), keep};
                       },
                       [](const std::vector<Tensor>& x) { return ops::masked_softmax_keep(x[0], x[1]); }));
+  // a whole AttentionMask: lengths, causal and a per-head keep together (what the composed attention takes)
+  cases.push_back(row(kAttention, "masked_softmax lens, causal, keep per head",
+                      "[2, 2, 3, 4], lens [2, 3], keep [2, 2, 3, 4]",
+                      [] { return std::vector{randn({2, 2, 3, 4}, 14)}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::AttentionMask m;
+                        m.valid_lens = ints({3, 1, 4, 0, 2, 4}, {2, 3});
+                        m.causal = true;
+                        m.keep = Tensor::from({1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1,
+                                               1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1},
+                                              {2, 2, 3, 4}, DType::bool8);
+                        return ops::masked_softmax(x[0], m);
+                      }));
 }
 
 // transpose_qkv and transpose_output, the reshapes between the heads and the model width.
@@ -170,6 +183,21 @@ void multi_head_attention_rows(std::vector<GradcheckCase>& cases) {
         return std::make_shared<models::MultiHeadAttention>(8, 2, g, f64);
       },
       [](models::MultiHeadAttention& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
+  // training with attention dropout on the fused path (the op draws the flags): the layer's dropout
+  // generator reset before every forward, so every evaluation drops the same weights
+  cases.push_back(module_row(
+      kAttention, "MHA fused, attention dropout 0.3 (seeded)", "x [2, 4, 4], lens [B], h 4/2",
+      {{2, 4, 4}},
+      [] {
+        Generator g(24);
+        auto m = std::make_shared<models::MultiHeadAttention>(4, 4, 4, 4, 2, 0.3, true, g, f64);
+        m->path = models::AttentionPath::fused;
+        return m;
+      },
+      [](models::MultiHeadAttention& m, const std::vector<Tensor>& x) {
+        m.attention->dropout->gen = Generator(25);
+        return m.forward(x[0], x[0], x[0], ints({4, 2}, {2}));
+      }));
 }
 
 // The fused attention op (ops::attention, ops::self_attention) w.r.t. q, k, v, with every mask
@@ -204,6 +232,44 @@ void fused_attention_rows(std::vector<GradcheckCase>& cases) {
                         ops::AttentionMask m;
                         m.causal = true;
                         return ops::self_attention(x[0], 2, m);
+                      }));
+  cases.push_back(row(kAttention, "attention with keep per head and lens [B]", "q [2, 3, 4], k, v [2, 4, 4], heads 2",
+                      [] { return std::vector{randn({2, 3, 4}, 100), randn({2, 4, 4}, 101), randn({2, 4, 4}, 102)}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::AttentionMask m;
+                        m.valid_lens = ints({4, 3}, {2});
+                        Generator g(103);
+                        std::vector<double> keep(2 * 2 * 3 * 4);
+                        for (auto& k : keep) k = g.uniform() < 0.7 ? 1 : 0;
+                        m.keep = Tensor::from(keep, {2, 2, 3, 4}, DType::bool8);
+                        return ops::attention(x[0], x[1], x[2], 2, m);
+                      }));
+  cases.push_back(row(kAttention, "self_attention causal, keep per head", "qkv [1, 4, 12], heads 2",
+                      [] { return std::vector{randn({1, 4, 12}, 104)}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::AttentionMask m;
+                        m.causal = true;
+                        m.keep = Tensor::from({1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1,
+                                               1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0},
+                                              {1, 2, 4, 4}, DType::bool8);
+                        return ops::self_attention(x[0], 2, m);
+                      }));
+  // attention dropout draws its flags from the generator: a fresh generator of one seed per call
+  // gives every evaluation of the difference quotient the same flags
+  cases.push_back(row(kAttention, "attention with dropout 0.3 (seeded), lens [B]",
+                      "q [2, 3, 4], k, v [2, 5, 4], heads 2",
+                      [] { return std::vector{randn({2, 3, 4}, 105), randn({2, 5, 4}, 106), randn({2, 5, 4}, 107)}; },
+                      [lens](const std::vector<Tensor>& x) {
+                        Generator g(108);
+                        return ops::attention(x[0], x[1], x[2], 2, lens({5, 2}, {2}), nullptr, 0, {0.3, &g});
+                      }));
+  cases.push_back(row(kAttention, "self_attention causal, dropout 0.5 (seeded)", "qkv [2, 4, 12], heads 2",
+                      [] { return std::vector{randn({2, 4, 12}, 109)}; },
+                      [](const std::vector<Tensor>& x) {
+                        ops::AttentionMask m;
+                        m.causal = true;
+                        Generator g(110);
+                        return ops::self_attention(x[0], 2, m, nullptr, 0, {0.5, &g});
                       }));
 }
 

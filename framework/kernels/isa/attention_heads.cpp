@@ -59,17 +59,28 @@ template <typename T> struct Head {
   const T *Q, *K, *V; // Tq x dh, Tk x dh, Tk x dh
   std::int64_t ldq, ldk, ldv, ldo;
   const std::int64_t* lens;  // this batch row's Tq lengths, or null
-  const std::uint8_t* keep;  // this batch row's Tq x Tk keep flags, or null
+  const std::uint8_t* keep;  // this pair's Tq x Tk keep flags (its batch row's, or its own), or null
+  const std::uint8_t* drop;  // this pair's Tq x Tk dropout keep flags, or null: no dropout
+  T drop_scale;              // 1 / (1 - p)
   std::int64_t len(std::int64_t i) const { return lens ? std::min(lens[i], Tk) : Tk; }
   const std::uint8_t* keep_row(std::int64_t i) const { return keep ? keep + i * Tk : nullptr; }
 };
 
 template <typename T> Head<T> head_at(const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
-                                      std::int64_t b, std::int64_t h) {
+                                      std::int64_t b, std::int64_t h, const WeightsDropout& drop = {}) {
+  const std::int64_t pair = b * L.H + h, TqTk = L.Tq * L.Tk;
   return {L.Tq, L.Tk, L.dh,
           q + b * L.q_batch + h * L.dh, k + b * L.k_batch + h * L.dh, v + b * L.v_batch + h * L.dh,
           L.q_row, L.k_row, L.v_row, L.o_row,
-          kept.lens ? kept.lens + b * L.Tq : nullptr, kept.keep ? kept.keep + b * L.Tq * L.Tk : nullptr};
+          kept.lens ? kept.lens + b * L.Tq : nullptr,
+          kept.keep ? kept.keep + (kept.keep_per_head ? pair : b) * TqTk : nullptr,
+          drop.keep ? drop.keep + pair * TqTk : nullptr, static_cast<T>(drop.scale)};
+}
+
+// a[i] = p[i] * (keep[i] ? scale : 0) for n weights: dropout's x * (mask * scale), as
+// ops::dropout_with_mask multiplies (so a NaN weight that is dropped stays NaN, as there). a may be p.
+template <typename T> void drop_weights(T* a, const T* p, const std::uint8_t* keep, T scale, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) a[i] = p[i] * (keep[i] ? scale : T(0));
 }
 
 template <typename T> T beta_of(bool first_write) { return first_write ? T(0) : T(1); }
@@ -90,13 +101,19 @@ template <typename T> void flush_subnormal(T* x, std::int64_t m, std::int64_t n,
 }
 
 // ---- one head, keeping P ------------------------------------------------------------------------
-// forward, for one (batch, head) pair: O (Tq x dh) and P (Tq x Tk, contiguous)
-template <typename T> void head_forward(T* O, T* P, const Head<T>& h, T scale) {
+// forward, for one (batch, head) pair: O (Tq x dh) and P (Tq x Tk, contiguous); A: Tq x Tk scratch
+// for the dropped-out weights (used only with dropout).
+template <typename T> void head_forward(T* O, T* P, T* A, const Head<T>& h, T scale) {
   const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
   gemm1(false, true, Tq, Tk, dh, scale, h.Q, h.ldq, h.K, h.ldk, T(0), P, Tk);   // (1) S = scale Q K^T
   for (std::int64_t i = 0; i < Tq; ++i)                                         // (2) P = softmax(S) over kept keys
     softmax_row_any(P + i * Tk, P + i * Tk, h.len(i), h.keep_row(i), Tk);        //     (masked: 0; none kept: row 0)
-  gemm1(false, false, Tq, dh, Tk, T(1), P, Tk, h.V, h.ldv, T(0), O, h.ldo);      // (3) O = P V
+  const T* W = P;
+  if (h.drop) {                                                                  // (2b) A = dropout(P) = P F
+    drop_weights(A, P, h.drop, h.drop_scale, Tq * Tk);
+    W = A;
+  }
+  gemm1(false, false, Tq, dh, Tk, T(1), W, Tk, h.V, h.ldv, T(0), O, h.ldo);      // (3) O = A V (A = P without dropout)
 }
 
 // backward, for one pair: dO in, dQ / dK / dV out (each may be null); dP: Tq x Tk scratch.
@@ -106,6 +123,8 @@ template <typename T> void head_forward(T* O, T* P, const Head<T>& h, T scale) {
 //   (3) dV (Tk x dh) = Pᵀ (Tk x Tq) dO (Tq x dh)        gemm1(true, false, Tk, dh, Tq): P read transposed
 //   (3) dP (Tq x Tk) = dO (Tq x dh) Vᵀ (dh x Tk)        gemm1(false, true, Tq, Tk, dh): V read transposed
 //   (2) dS (Tq x Tk) = P ⊙ (dP - rowsum(dP ⊙ P))        softmax_row_backward, row by row, over dP in place
+// With dropout (2b) A = P ⊙ F stands between them: (3) reads A, dV = Aᵀ dO (A recomputed into the
+// dP scratch first) and dA = dO Vᵀ; then (2b) dP = dA ⊙ F, in place, before (2).
 //   (1) dQ (Tq x dh) = s dS (Tq x Tk) K (Tk x dh)       gemm1(false, false, Tq, dh, Tk), alpha = s
 //   (1) dK (Tk x dh) = s dSᵀ (Tk x Tq) Q (Tq x dh)      gemm1(true, false, Tk, dh, Tq), alpha = s: dS transposed
 // dV, dQ and dK add (beta 1) unless their first write assigns (beta 0).
@@ -113,10 +132,18 @@ template <typename T>
 void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first, T* dP, const T* dO, const T* P,
                    const Head<T>& h, T scale) {
   const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
-  if (dV) gemm1(true, false, Tk, dh, Tq, T(1), P, Tk, dO, h.ldo, beta_of<T>(v_first), dV, h.ldv); // (3) dV = P^T dO
-  if (dV) flush_subnormal(dV, Tk, dh, h.ldv);
+  if (dV) {
+    const T* A = P;
+    if (h.drop) { // (2b) A = P F, the forward's dropped-out weights again
+      drop_weights(dP, P, h.drop, h.drop_scale, Tq * Tk);
+      A = dP;
+    }
+    gemm1(true, false, Tk, dh, Tq, T(1), A, Tk, dO, h.ldo, beta_of<T>(v_first), dV, h.ldv);     // (3) dV = A^T dO
+    flush_subnormal(dV, Tk, dh, h.ldv);
+  }
   if (!dQ && !dK) return;
-  gemm1(false, true, Tq, Tk, dh, T(1), dO, h.ldo, h.V, h.ldv, T(0), dP, Tk);      // (3) dP = dO V^T
+  gemm1(false, true, Tq, Tk, dh, T(1), dO, h.ldo, h.V, h.ldv, T(0), dP, Tk);      // (3) dA = dO V^T
+  if (h.drop) drop_weights(dP, dP, h.drop, h.drop_scale, Tq * Tk);               // (2b) dP = dA F (in place)
   for (std::int64_t i = 0; i < Tq; ++i)                                          // (2) dS = P (dP - rowsum(dP P))
     softmax_row_backward(dP + i * Tk, true, dP + i * Tk, P + i * Tk, Tk, h.len(i), h.keep_row(i)); // (in place)
   const T* dS = dP;
@@ -267,9 +294,9 @@ template <typename T> T* at_or_null(T* base, std::int64_t offset) { return base 
 
 template <typename T>
 void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
-                       T scale) {
+                       T scale, const WeightsDropout& drop) {
   for_each_head(L, [&](std::int64_t b, std::int64_t h) {
-    thread_local Scratch<T> scratch;
+    thread_local Scratch<T> scratch, dropped;
     T* P = p;
     if (P) {
       P += (b * L.H + h) * L.Tq * L.Tk;
@@ -277,20 +304,22 @@ void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const Hea
       scratch.resize(static_cast<std::size_t>(L.Tq * L.Tk));
       P = scratch.data();
     }
-    head_forward(o + b * L.o_batch + h * L.dh, P, head_at(q, k, v, L, kept, b, h), scale);
+    if (drop.keep) dropped.resize(static_cast<std::size_t>(L.Tq * L.Tk));
+    head_forward(o + b * L.o_batch + h * L.dh, P, dropped.data(), head_at(q, k, v, L, kept, b, h, drop), scale);
   });
 }
 
 template <typename T>
 void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
-                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept) {
+                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept,
+                        const WeightsDropout& drop) {
   for_each_head(L, [&](std::int64_t b, std::int64_t h) {
     thread_local Scratch<T> dP;
     dP.resize(static_cast<std::size_t>(L.Tq * L.Tk));
     head_backward(at_or_null(dq, b * L.q_batch + h * L.dh), dq_first, at_or_null(dk, b * L.k_batch + h * L.dh),
                   dk_first, at_or_null(dv, b * L.v_batch + h * L.dh), dv_first, dP.data(),
-                  dout + b * L.o_batch + h * L.dh, p + (b * L.H + h) * L.Tq * L.Tk, head_at(q, k, v, L, kept, b, h),
-                  scale);
+                  dout + b * L.o_batch + h * L.dh, p + (b * L.H + h) * L.Tq * L.Tk,
+                  head_at(q, k, v, L, kept, b, h, drop), scale);
   });
 }
 
@@ -325,9 +354,10 @@ void flash_attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv,
 }
 
 #define HEADGRAD_ATTENTION_INSTANCES(T)                                                                             \
-  template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const HeadsLayout&, const KeptKeys&, T); \
+  template void attention_forward<T>(T*, T*, const T*, const T*, const T*, const HeadsLayout&, const KeptKeys&, T,   \
+                                     const WeightsDropout&);                                                         \
   template void attention_backward<T>(T*, bool, T*, bool, T*, bool, const T*, const T*, const T*, const T*,       \
-                                      const T*, const HeadsLayout&, T, const KeptKeys&);                           \
+                                      const T*, const HeadsLayout&, T, const KeptKeys&, const WeightsDropout&);    \
   template void flash_attention_forward<T>(T*, T*, const T*, const T*, const T*, const HeadsLayout&,                \
                                            const KeptKeys&, T);                                                     \
   template void flash_attention_backward<T>(T*, bool, T*, bool, T*, bool, const T*, const T*, const T*, const T*,  \
