@@ -60,4 +60,9 @@ KeptRows per_row(KeptKeys k);
 // std::invalid_argument naming op, the mask's shape and the scores (d.what).
 KeptKeys kept_keys(const AttentionMask& mask, const ScoreDims& d, const char* op);
 
+// Softmax over the last axis keeping only `mask`'s keys per row (an empty mask keeps all: plain
+// softmax), recorded as `name` with its backward (masked_softmax.cpp): the one op behind softmax,
+// masked_softmax, masked_softmax_keep and causal_softmax.
+Tensor softmax_rows(const Tensor& x, KeptRows mask, const char* name);
+
 } // namespace headgrad::ops

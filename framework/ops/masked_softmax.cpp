@@ -13,7 +13,6 @@
 #include "framework/profiler.hpp"
 
 namespace headgrad::ops {
-namespace {
 
 // Runs the kernel with the mask per score row (kernels/row_softmax.hpp) and records the backward,
 // which keeps the mask.
@@ -43,8 +42,6 @@ Tensor softmax_rows(const Tensor& x, KeptRows mask, const char* name) {
                   });
                 });
 }
-
-} // namespace
 
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
   AttentionMask mask;

@@ -6,6 +6,7 @@
 #include "framework/autograd.hpp"
 #include "framework/kernels/axis_softmax.hpp"
 #include "framework/kernels/row_softmax.hpp"
+#include "framework/ops/attention_mask.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/reduced_axes.hpp"
 #include "framework/profiler.hpp"
@@ -25,29 +26,15 @@ int softmax_axis(const Tensor& x, int axis, const char* op) {
 }
 } // namespace
 
+// forward: y_i = exp(x_i) / sum_j exp(x_j)       (per row of the last axis)
+// local:   dy_i/dx_k = y_i (delta_ik - y_k)
+// VJP:     dx_k += y_k (dy_k - sum_i dy_i y_i)
+// shapes:  x, y, dy, dx: (rows, cols); softmax keeps its output, not its input
+// The row softmax with no key masked: masked_softmax.cpp has the forward and backward.
 Tensor softmax(const Tensor& x) {
   check_defined(x, "softmax", "x");
   if (x.dim() == 0) return as_one_row(x, [](const Tensor& r) { return softmax(r); });
-  OpTimer timer("softmax");
-  Tensor xc = x.contiguous();
-  Tensor out = new_tensor(x.shape(), x.dtype());
-  const std::int64_t cols = x.shape().back();
-  const std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  dispatch_float(x.dtype(), "softmax", [&]<typename T>() {
-    kernels::softmax_forward<T>(out.data<T>(), xc.data<T>(), nullptr, nullptr, rows, cols);
-  });
-  // forward: y_i = exp(x_i) / sum_j exp(x_j)       (per row of the last axis)
-  // local:   dy_i/dx_k = y_i (delta_ik - y_k)
-  // VJP:     dx_k += y_k (dy_k - sum_i dy_i y_i)
-  // shapes:  x, y, dy, dx: (rows, cols); softmax keeps its output, not its input
-  const Tensor y = out.detach();
-  return record(out, "softmax", {x}, [y, rows, cols](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), "softmax", [&]<typename T>() {
-      kernels::softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), nullptr, nullptr, rows,
-                                   cols);
-    });
-  });
+  return softmax_rows(x, {}, "softmax");
 }
 
 Tensor log_softmax(const Tensor& x) {
