@@ -15,6 +15,18 @@
 namespace headgrad::ops {
 namespace {
 
+// y = f(x) for n elements: Op::f_n over the whole buffer where the op has one (a vectorised
+// kernel), else Op::f element by element. (Two overloads rather than `if constexpr`: the branch
+// not taken is never compiled, in every compiler.)
+template <typename T, typename Op>
+  requires requires { Op::template f_n<T>(nullptr, nullptr, 0); }
+void forward_values(T* y, const T* x, std::int64_t n, const Op&) {
+  Op::template f_n<T>(y, x, n);
+}
+template <typename T, typename Op> void forward_values(T* y, const T* x, std::int64_t n, const Op& op) {
+  kernels::map<T>(y, x, n, [&op](T v) { return op.template f<T>(v); });
+}
+
 // Op::f(x) -> y, or Op::f_n(y, x, n) over the whole buffer (a vectorised kernel), and
 // Op::df(x, y) -> dy/dx. The backward keeps x (the input) and y (the output).
 template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* name) {
@@ -22,12 +34,8 @@ template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* n
   OpTimer timer(name);
   Tensor xc = x.contiguous();
   Tensor out = new_tensor(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), name, [&]<typename T>() {
-    if constexpr (requires { Op::template f_n<T>(nullptr, nullptr, 0); })
-      Op::template f_n<T>(out.data<T>(), xc.data<T>(), out.numel());
-    else
-      kernels::map<T>(out.data<T>(), xc.data<T>(), out.numel(), [&op](T v) { return op.template f<T>(v); });
-  });
+  dispatch_float(x.dtype(), name,
+                 [&]<typename T>() { forward_values<T>(out.data<T>(), xc.data<T>(), out.numel(), op); });
   // VJP:     dx += dy * f'(x, y)      shapes: x, y, dy, dx all the same (contiguous)
   const Tensor y = out.detach();
   return record(out, name, {xc}, [op, y, name](Node& n, const Tensor& dy) {

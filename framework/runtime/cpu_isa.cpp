@@ -59,8 +59,17 @@ Isa cpu_isa() {
   // The levels are the x86-64 psABI's (https://gitlab.com/x86-psABIs/x86-64-ABI), which GCC's
   // -march=x86-64-v3 / -v4 compile the per-ISA kernels for.
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return Isa::avx512;
-  if (__builtin_cpu_supports("x86-64-v3")) return Isa::avx2;
+#if defined(__clang__) // clang 14 knows the features but not the levels' names: the levels' AVX parts
+  const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+                  __builtin_cpu_supports("bmi2");
+  const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vl");
+#else
+  const bool v3 = __builtin_cpu_supports("x86-64-v3"), v4 = __builtin_cpu_supports("x86-64-v4");
+#endif
+  if (v4) return Isa::avx512;
+  if (v3) return Isa::avx2;
 #endif
   return Isa::baseline;
 }
