@@ -11,7 +11,7 @@
 namespace headgrad::train {
 namespace {
 
-constexpr int kLeft = 70, kPlotW = 520, kLegendX = 625, kWidth = 940, kTop = 48, kGap = 52;
+constexpr int kPlotLeft = 70, kPlotW = 520, kLegendX = 625, kWidth = 940, kPlotTop = 48, kPlotGap = 52;
 
 // One panel: its place on the page and its y axis (log10 of the values when `log`).
 struct Panel {
@@ -42,7 +42,7 @@ constexpr const char* kRunColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728
 
 double axis_value(const Panel& p, double v) { return p.log ? std::log10(std::max(v, 1e-6)) : v; }
 double px_y(const Panel& p, double v) { return p.y + p.h - (axis_value(p, v) - p.lo) / (p.hi - p.lo) * p.h; }
-double px_x(double step, double max_step) { return kLeft + kPlotW * step / max_step; }
+double px_x(double step, double max_step) { return kPlotLeft + kPlotW * step / max_step; }
 
 // Ticks at 1, 2 or 5 times a power of ten, about five over [lo, hi].
 std::vector<double> linear_ticks(double lo, double hi) {
@@ -74,7 +74,7 @@ std::string polyline(const Series& s, std::size_t run, const std::string& colour
 
 // The frame, grid lines, tick labels and title of a panel; the x axis runs 0..max_step.
 std::string panel_frame(const Panel& p, double max_step) {
-  std::string s = fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", kLeft, p.y - 8,
+  std::string s = fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">{}</text>\n", kPlotLeft, p.y - 8,
                               xml_escape(p.title));
   std::vector<double> ys;
   if (p.log) { // every decade; over at most two, also its 2 and 5
@@ -86,9 +86,9 @@ std::string panel_frame(const Panel& p, double max_step) {
   }
   for (double a : ys) {
     const double y = p.y + p.h - (a - p.lo) / (p.hi - p.lo) * p.h;
-    s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", kLeft, y,
-                     kLeft + kPlotW, y);
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", kLeft - 6, y + 4,
+    s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e4e4e4\"/>\n", kPlotLeft, y,
+                     kPlotLeft + kPlotW, y);
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", kPlotLeft - 6, y + 4,
                      p.log ? std::pow(10.0, a) : a);
   }
   for (double step : linear_ticks(0, max_step)) {
@@ -96,7 +96,7 @@ std::string panel_frame(const Panel& p, double max_step) {
     s += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#e4e4e4\"/>\n", x, p.y, x, p.y + p.h);
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", x, p.y + p.h + 14, step);
   }
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", kLeft, p.y,
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", kPlotLeft, p.y,
                    kPlotW, p.h);
   return s;
 }
@@ -173,8 +173,8 @@ std::string legend_entry(int y, const std::string& colour, const Series& style, 
 // line styles in grey.
 // `per_point` > 1: the log was thinned, each point of a step series the mean of that many steps.
 std::string legend_svg(const std::vector<RunCurves>& runs, std::int64_t per_point) {
-  std::string s = fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">legend</text>\n", kLegendX, kTop + 6);
-  int y = kTop + 24;
+  std::string s = fmt::format("<text x=\"{}\" y=\"{}\" font-weight=\"bold\">legend</text>\n", kLegendX, kPlotTop + 6);
+  int y = kPlotTop + 24;
   const std::string raw = per_point > 1 ? fmt::format("training loss, mean of every {} steps", per_point)
                                         : std::string("training loss, every step");
   if (runs.size() == 1) {
@@ -251,9 +251,9 @@ std::string render_curves_svg(const std::vector<RunCurves>& given, const std::st
     if (!r.log.steps.empty()) max_step = std::max(max_step, static_cast<double>(r.log.steps.back().step));
     if (!r.log.evals.empty()) max_step = std::max(max_step, static_cast<double>(r.log.evals.back().step));
   }
-  const Panel loss = loss_panel(runs, kTop + 12);
-  const Panel acc{"held-out accuracy", loss.y + loss.h + kGap, 150, 0, 1, false};
-  const Panel lr = lr_panel(runs, acc.y + acc.h + kGap);
+  const Panel loss = loss_panel(runs, kPlotTop + 12);
+  const Panel acc{"held-out accuracy", loss.y + loss.h + kPlotGap, 150, 0, 1, false};
+  const Panel lr = lr_panel(runs, acc.y + acc.h + kPlotGap);
   const int height = lr.y + lr.h + 44;
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
@@ -261,7 +261,7 @@ std::string render_curves_svg(const std::vector<RunCurves>& given, const std::st
       "<text x=\"10\" y=\"24\" font-size=\"15\">{}</text>\n",
       kWidth, height, kWidth, height, xml_escape(title));
   for (const Panel* p : {&loss, &acc, &lr}) s += panel_frame(*p, max_step);
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">optimizer step</text>\n", kLeft + kPlotW / 2,
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">optimizer step</text>\n", kPlotLeft + kPlotW / 2,
                    height - 8);
   for (std::size_t i = 0; i < runs.size(); ++i) s += run_svg(runs[i], i, runs.size() == 1, loss, acc, lr, max_step);
   s += legend_svg(runs, per_point);
