@@ -16,6 +16,7 @@
 #include "tests/child_usage.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
+#include "tests/tiny_models.hpp"
 #include "train/attention_svg.hpp"
 #include "train/curves_svg.hpp"
 #include "train/heatmap_svg.hpp"
@@ -30,9 +31,7 @@ using test_support::read_file;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_bounds") {}
-};
+using test_support::TempDir; // named after this file
 
 child_usage::Usage run(const std::vector<std::string>& args, const TempDir& dir) {
   return child_usage::run(args, dir.path.string());
@@ -88,13 +87,9 @@ TEST_CASE("attention.svg of a 512-token sequence: at most 64 x 64 cells a map, t
 
 TEST_CASE("attention.svg of a model with many layers and heads draws at most kMaxAttentionMaps maps, said in the title") {
   TempDir dir;
-  models::ModelConfig c;
-  c.vocab = 10;
-  c.d_model = 16;
-  c.heads = 8;
-  c.layers = 6; // 48 maps
-  c.ffn = 16;
-  c.max_len = 8;
+  // 6 layers x 8 heads: 48 maps
+  const models::ModelConfig c =
+      tiny::encoder({.vocab = 10, .d_model = 16, .heads = 8, .layers = 6, .ffn = 16}, /*max_len=*/8);
   models::SequenceModel model(c, 1);
   const data::Batch one = data::make_eval_set({data::Task::copy, 10, 8, 8}, 1);
   train::write_attention_svg(model, one, data::Task::copy, 0, dir / "a.svg", 0);

@@ -26,11 +26,7 @@ namespace fs = std::filesystem;
 using test_support::contains;
 using test_support::lines_of;
 using test_support::read_file;
-
-// Temporary directories named after this file.
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_cli") {}
-};
+using test_support::TempDir; // named after this file
 
 namespace {
 

@@ -20,9 +20,7 @@ using test_support::read_file;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_curves") {}
-};
+using test_support::TempDir; // named after this file
 
 // A copy-task run small enough for a test (one thread, d 16).
 TrainOptions short_run(const std::string& out_dir, std::int64_t steps, std::int64_t eval_every, double lr) {

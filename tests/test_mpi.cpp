@@ -31,9 +31,7 @@ using test_support::read_file;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_mpi") {}
-};
+using test_support::TempDir; // named after this file
 
 struct Result {
   int rc = -1;

@@ -9,6 +9,7 @@
 #include "framework/ops/ops.hpp"
 #include "models/generate.hpp"
 #include "test_support.hpp"
+#include "tiny_models.hpp"
 #include "train/trainer.hpp"
 
 using namespace headgrad;
@@ -21,13 +22,7 @@ namespace {
 // A tiny model whose weights are large enough that its logits differ clearly between tokens (the
 // N(0, 0.02) init makes them nearly equal, and greedy decoding a matter of rounding).
 std::unique_ptr<GPT> tiny_gpt(DType dtype) {
-  GPTConfig c;
-  c.vocab = 9;
-  c.block_size = 8;
-  c.layers = 2;
-  c.heads = 2;
-  c.d_model = 8;
-  c.ffn = 16;
+  const GPTConfig c = tiny::gpt({.vocab = 9, .d_model = 8, .heads = 2, .layers = 2, .ffn = 16}, /*block_size=*/8);
   auto m = std::make_unique<GPT>(c, 4, dtype);
   Generator g(5);
   for (auto& p : m->parameters()) {
@@ -111,9 +106,7 @@ TEST_CASE("generate: the same seed gives the same tokens and another seed others
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_sample") {}
-};
+using test_support::TempDir; // named after this file
 
 // A checkpoint of a short text run (counting words), in dir / "run".
 std::string trained_checkpoint(const TempDir& dir) {

@@ -14,9 +14,7 @@ using test_support::error_of;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_text_data") {}
-};
+using test_support::TempDir; // named after this file
 
 // A text long enough for context 8 (the validation tenth holds 30 characters).
 std::string sample_text() {

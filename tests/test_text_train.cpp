@@ -17,9 +17,7 @@ using test_support::error_of;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_text_train") {}
-};
+using test_support::TempDir; // named after this file
 
 // A small text with structure to learn: counting words, over and over.
 std::string counting_text() {
@@ -81,6 +79,16 @@ void check_exact_resume(TrainOptions o, const TempDir& dir) {
   CHECK(parameters_of(dir / "halves/model.safetensors") == parameters_of(dir / "whole/model.safetensors"));
 }
 
+// check_exact_resume once on one thread, once on two.
+void check_exact_resume_on_one_and_two_threads(TrainOptions o, const TempDir& dir) {
+  o.threads = 1;
+  SUBCASE("one thread") { check_exact_resume(o, dir); }
+  SUBCASE("two threads") {
+    o.threads = 2;
+    check_exact_resume(o, dir);
+  }
+}
+
 } // namespace
 
 TEST_CASE("text training: a short run learns and its checkpoint names its text") {
@@ -118,43 +126,19 @@ TEST_CASE("resume with dropout is exact: text task") {
   TempDir dir;
   TrainOptions o = tiny_text(dir, 12);
   o.run.dropout = 0.2;
-  check_exact_resume(o, dir);
-}
-
-TEST_CASE("resume with dropout is exact: text task on two threads") {
-  TempDir dir;
-  TrainOptions o = tiny_text(dir, 12);
-  o.run.dropout = 0.2;
-  o.threads = 2;
-  check_exact_resume(o, dir);
+  check_exact_resume_on_one_and_two_threads(o, dir);
 }
 
 TEST_CASE("resume with dropout is exact: toy task") {
   TempDir dir;
   TrainOptions o;
-  RunConfig& c = o.run;
-  c.task = data::Task::copy;
-  c.vocab = 10;
-  c.d_model = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 32;
-  c.max_len = 8;
-  c.min_len = 2;
-  c.batch = 16;
-  c.dropout = 0.3;
-  c.attention = "composed"; // the attention weights' dropout too
-  c.steps = 12;
-  c.seed = 2;
+  // attention composed: the attention weights' dropout too
+  o.run = {.task = data::Task::copy, .steps = 12, .batch = 16, .d_model = 16, .heads = 2, .layers = 1, .ffn = 32,
+           .max_len = 8, .min_len = 2, .vocab = 10, .dropout = 0.3, .seed = 2, .attention = "composed"};
   o.eval_every = 0;
   o.eval_count = 20;
-  o.threads = 1;
   o.quiet = true;
-  SUBCASE("one thread") { check_exact_resume(o, dir); }
-  SUBCASE("two threads") {
-    o.threads = 2;
-    check_exact_resume(o, dir);
-  }
+  check_exact_resume_on_one_and_two_threads(o, dir);
 }
 
 TEST_CASE("dropout states: saved for every shard and restored") {

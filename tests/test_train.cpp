@@ -33,37 +33,17 @@ using test_support::contains;
 using test_support::count_of;
 using test_support::lines_of;
 using test_support::read_file;
-
-// Temporary directories named after this file.
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_train") {}
-};
+using test_support::TempDir; // named after this file
 
 namespace {
 
 // The small copy-task run all tests start from.
 TrainOptions tiny(const std::string& out_dir, std::int64_t steps) {
   TrainOptions o;
-  RunConfig& c = o.run;
-  c.task = data::Task::copy;
-  c.vocab = 10;
-  c.d_model = 32;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 64;
-  c.max_len = 8;
-  c.min_len = 2;
-  c.batch = 32;
-  c.lr = 5e-3;
-  c.warmup = 20;
-  c.schedule = "constant"; // (RunConfig's default is cosine: a run of N steps would decay to 0 at N)
-  c.momentum = 0.9;
-  c.clip = 1.0;
-  c.optimizer = "adam";
-  c.weight_decay = 0.0;
-  c.dropout = 0.0;
-  c.steps = steps;
-  c.seed = 1;
+  // schedule constant: RunConfig's default is cosine, and a run of N steps would decay to 0 at N
+  o.run = {.task = data::Task::copy, .steps = steps, .batch = 32, .d_model = 32, .heads = 2, .layers = 1, .ffn = 64,
+           .max_len = 8, .min_len = 2, .vocab = 10, .lr = 5e-3, .optimizer = "adam", .weight_decay = 0.0,
+           .momentum = 0.9, .warmup = 20, .schedule = "constant", .clip = 1.0, .dropout = 0.0, .seed = 1};
   o.eval_every = 100;
   o.eval_count = 200;
   o.out_dir = out_dir;
