@@ -100,6 +100,13 @@ inline std::size_t count_of(const std::string& s, const std::string& part) {
   return n;
 }
 
+// `text`, n times over.
+inline std::string repeated(const std::string& text, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += text;
+  return s;
+}
+
 inline std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;
   std::istringstream in(s);
@@ -218,6 +225,17 @@ inline int wait_for(pid_t pid, double timeout_s = 60) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
+// Waits until the file at `path` has at least `n` lines (a running child's log, e.g. metrics.csv),
+// or timeout_s has passed; returns whether it got there.
+inline bool wait_for_lines(const fs::path& path, std::size_t n, double timeout_s = 60) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (lines_of(read_file(path)).size() < n) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
 // An informational line of headgrad's ("headgrad: note: ..."), never an error: e.g. the start-up
 // notice printed when headgrad chose the OpenBLAS kernel itself, which happens only on CPUs where
 // OpenBLAS falls back to a generic kernel. Tests that count error lines skip these.
@@ -254,8 +272,9 @@ inline std::string refusal_line(int rc, const std::vector<std::string>& lines) {
   REQUIRE(lines.size() == 1);
   return lines[0];
 }
-inline std::string refusal_line(const CliRun& r) {
-  INFO("stderr: ", r.err);
+// The same for a run (CliRun, or any with rc, out, err and err_lines()).
+template <typename Run> std::string refusal_line(const Run& r) {
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
   return refusal_line(r.rc, r.err_lines());
 }
 

@@ -358,33 +358,33 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
     CHECK(read_file(model_path) == model_bytes);
     CHECK(read_file(opt_path) == opt_bytes);
   }
-  SUBCASE("a poisoned parameter in the checkpoint: NaN loss") {
+  // Resumed from a copy poisoned by `poison`, the run fails with a message that starts with
+  // `starts` and contains `names`, and leaves the poisoned checkpoint as it was.
+  auto check_poisoned = [&](const std::function<void(models::SequenceModel&)>& poison, const std::string& starts,
+                            const std::string& names) {
     TempDir bad;
-    const std::string poisoned = poisoned_copy(bad, [](models::SequenceModel& m) {
-      m.dense->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
-    });
+    const std::string poisoned = poisoned_copy(bad, poison);
     TrainOptions r = o;
     r.out_dir = bad.path.string();
     const std::string msg = failure_of(r, bad / "model.safetensors");
     INFO("message: ", msg);
-    CHECK(msg.rfind("step 21: the loss is ", 0) == 0);
-    CHECK(contains(msg, "parameter 'dense.weight'"));
+    CHECK(msg.rfind(starts, 0) == 0);
+    CHECK(contains(msg, names));
     CHECK(read_file(bad / "model.safetensors") == poisoned); // nothing was overwritten
+  };
+  SUBCASE("a poisoned parameter in the checkpoint: NaN loss") {
+    check_poisoned(
+        [](models::SequenceModel& m) { m.dense->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN(); },
+        "step 21: the loss is ", "parameter 'dense.weight'");
   }
   SUBCASE("a poisoned parameter hidden from the loss (behind the FFN's ReLU): NaN gradients") {
     // ReLU maps NaN to 0 here (PyTorch would propagate it), so the loss stays finite and the
     // NaN only shows in other parameters' gradients; the message names the poisoned one too.
-    TempDir bad;
-    const std::string poisoned = poisoned_copy(bad, [](models::SequenceModel& m) {
-      m.blks[0]->ffn->dense1->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
-    });
-    TrainOptions r = o;
-    r.out_dir = bad.path.string();
-    const std::string msg = failure_of(r, bad / "model.safetensors");
-    INFO("message: ", msg);
-    CHECK(msg.rfind("step 21:", 0) == 0);
-    CHECK(contains(msg, "'blks.0.ffn.dense1.weight'"));
-    CHECK(read_file(bad / "model.safetensors") == poisoned); // nothing was overwritten
+    check_poisoned(
+        [](models::SequenceModel& m) {
+          m.blks[0]->ffn->dense1->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+        },
+        "step 21:", "'blks.0.ffn.dense1.weight'");
   }
   SUBCASE("a poisoned parameter without clipping") {
     TempDir bad;
@@ -427,9 +427,7 @@ TEST_CASE("SIGINT through the CLI: exit 130, 'interrupted', a loadable checkpoin
   args.insert(args.end(), kTinyFlags.begin(), kTinyFlags.end());
   const Child c = spawn(args, dir, "run1");
   // The handler is installed before train() creates metrics.csv: wait for a few logged steps.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (lines_of(read_file(out + "/metrics.csv")).size() < 6 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  test_support::wait_for_lines(out + "/metrics.csv", 6, 30);
   REQUIRE(kill(c.pid, SIGINT) == 0);
   const int rc = wait_for(c);
   const std::string stdout_text = read_file(c.out_path);
