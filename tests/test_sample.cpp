@@ -112,24 +112,7 @@ using test_support::TempDir; // named after this file
 std::string trained_checkpoint(const TempDir& dir) {
   test_support::write_file(dir / "text.txt",
                            test_support::repeated("one two three four five six seven eight nine ten\n", 40));
-  train::TrainOptions o;
-  o.run = train::RunConfig::text_defaults();
-  o.run.text = dir / "text.txt";
-  o.run.d_model = 16;
-  o.run.heads = 2;
-  o.run.layers = 1;
-  o.run.ffn = 32;
-  o.run.context = 16;
-  o.run.batch = 8;
-  o.run.lr = 1e-2;
-  o.run.warmup = 10;
-  o.run.steps = 120;
-  o.eval_every = 0;
-  o.eval_count = 20;
-  o.out_dir = dir / "run";
-  o.threads = 1;
-  o.quiet = true;
-  return train::train(o).checkpoint;
+  return train::train(tiny::text_training(dir / "text.txt", 120, dir / "run", /*eval_count=*/20)).checkpoint;
 }
 
 } // namespace

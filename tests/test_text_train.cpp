@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "test_support.hpp"
+#include "tiny_models.hpp"
 #include "train/checkpoint.hpp"
 #include "train/dropout_state.hpp"
 #include "train/run_optimizer.hpp"
@@ -30,26 +31,9 @@ std::string counting_text() {
 
 TrainOptions tiny_text(const TempDir& dir, std::int64_t steps) {
   test_support::write_file(dir / "text.txt", counting_text());
-  TrainOptions o;
-  o.run = RunConfig::text_defaults();
-  RunConfig& c = o.run;
-  c.text = dir / "text.txt";
-  c.d_model = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 32;
-  c.context = 16;
-  c.batch = 8;
-  c.lr = 1e-2;
-  c.min_lr = 1e-3;
-  c.warmup = 10;
-  c.steps = steps;
-  c.seed = 3;
-  o.eval_every = 0;
-  o.eval_count = 50;
-  o.out_dir = dir / "run";
-  o.threads = 1;
-  o.quiet = true;
+  TrainOptions o = tiny::text_training(dir / "text.txt", steps, dir / "run", /*eval_count=*/50);
+  o.run.min_lr = 1e-3;
+  o.run.seed = 3;
   return o;
 }
 

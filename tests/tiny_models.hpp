@@ -1,7 +1,8 @@
-// tiny_models.hpp - the tiny models the tests build: a ModelConfig (d2l's encoder) or a GPTConfig
-// (nanoGPT's decoder) from the sizes both share, given as a models::StackConfig with designated
-// initialisers, plus the one length of its own; and the names and shapes of the encoder's PyTorch
-// state_dict. (A train::RunConfig is an aggregate: tests write theirs with designated initialisers.)
+// tiny_models.hpp - the tiny models and runs the tests build: a ModelConfig (d2l's encoder) or a
+// GPTConfig (nanoGPT's decoder) from the sizes both share, given as a models::StackConfig with
+// designated initialisers, plus the one length of its own; the names and shapes of the encoder's
+// PyTorch state_dict; and a tiny run of the text task. (A train::RunConfig is an aggregate: tests
+// write a toy task's run with designated initialisers.)
 //
 //   const models::GPTConfig c = tiny::gpt({.vocab = 11, .d_model = 8, .heads = 2, .layers = 2, .ffn = 16}, 8);
 #pragma once
@@ -14,6 +15,7 @@
 #include "models/gpt.hpp"
 #include "models/stack_config.hpp"
 #include "models/transformer.hpp"
+#include "train/train_options.hpp"
 
 namespace tiny {
 
@@ -52,6 +54,26 @@ inline std::vector<std::pair<std::string, headgrad::Dims>> encoder_state_dict(co
   out.push_back({"dense.weight", {V, d}});
   out.push_back({"dense.bias", {V}});
   return out;
+}
+
+// `headgrad train --task text` on the corpus `text` at a tiny size - d_model 16, 2 heads, 1 layer,
+// ffn 32, context 16, batch 8, lr 1e-2 after 10 warmup steps, the rest text_defaults()' - for
+// `steps` steps into out_dir: one thread, no progress lines, evaluated at the end on eval_count
+// windows.
+inline headgrad::train::TrainOptions text_training(const std::string& text, std::int64_t steps,
+                                                   const std::string& out_dir, std::int64_t eval_count) {
+  headgrad::train::TrainOptions o;
+  o.run = headgrad::train::RunConfig::text_defaults();
+  headgrad::train::RunConfig& c = o.run;
+  c.text = text;
+  c.d_model = 16, c.heads = 2, c.layers = 1, c.ffn = 32, c.context = 16;
+  c.batch = 8, c.lr = 1e-2, c.warmup = 10, c.steps = steps;
+  o.eval_every = 0;
+  o.eval_count = eval_count;
+  o.out_dir = out_dir;
+  o.threads = 1;
+  o.quiet = true;
+  return o;
 }
 
 } // namespace tiny
