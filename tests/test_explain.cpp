@@ -62,11 +62,7 @@ TEST_CASE("explain: the default example prints every stage with its shape") {
 
 TEST_CASE("explain: flags change the example, impossible ones are refused") {
   explain::ExplainOptions o;
-  o.batch = 2;
-  o.queries = 2;
-  o.keys = 5;
-  o.hidden = 6;
-  o.heads = 3;
+  o.batch = 2, o.queries = 2, o.keys = 5, o.hidden = 6, o.heads = 3;
   o.valid_len = 0; // every key masked: weights and their gradients are all zero, no NaN
   const explain::ExplainResult r = explain::run(o);
   CHECK(r.text.find("Qh = transpose_qkv(Q) [6, 2, 2]") != std::string::npos);
