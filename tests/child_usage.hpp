@@ -18,7 +18,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <fcntl.h>
 #include <fstream>
 #include <malloc.h>
 #include <string>
@@ -74,22 +73,10 @@ inline Usage run(const std::vector<std::string>& args, const std::string& cwd, d
   const long parent = resident_kib();
   REQUIRE_MESSAGE((!kMeasuresMemory || parent < kMaxParentKiB), "the test process holds ", parent,
                   " KiB: a child's peak memory would read as at least that much");
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
+  const pid_t pid = test_support::spawn(all, out_path, err_path, cwd, {}, [address_space] {
     const rlimit limit{address_space, address_space};
     if (kMeasuresMemory) setrlimit(RLIMIT_AS, &limit);
-    if (chdir(cwd.c_str()) != 0) _exit(126);
-    const int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(o, 1);
-    dup2(e, 2);
-    std::vector<char*> cargs;
-    for (auto& a : all) cargs.push_back(a.data());
-    cargs.push_back(nullptr);
-    execv(cargs[0], cargs.data());
-    _exit(127);
-  }
+  });
   Usage u;
   int status = 0;
   rusage ru{};

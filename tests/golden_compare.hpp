@@ -28,12 +28,12 @@
 #include <cstdio>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
 #include <limits>
-#include <string>
-#include <vector>
+#include <variant>
 
 #include "framework/io/safetensors.hpp"
 #include "framework/tensor.hpp"
@@ -197,6 +197,19 @@ inline double meta_double(const headgrad::io::SafetensorsFile& f, const std::str
   auto it = f.metadata.find(key);
   REQUIRE_MESSAGE(it != f.metadata.end(), f.source << ": no metadata key " << key);
   return std::stod(it->second);
+}
+
+// A metadata key of a fixture and the field it is read into, an integer or a real as the field is.
+struct MetaField {
+  const char* key;
+  std::variant<std::int64_t*, double*> field;
+};
+// Reads every key into its field (meta_int / meta_double: each key must be there).
+inline void read_meta(const headgrad::io::SafetensorsFile& f, std::initializer_list<MetaField> fields) {
+  for (const MetaField& m : fields) {
+    if (auto* const* i = std::get_if<std::int64_t*>(&m.field)) **i = meta_int(f, m.key);
+    else **std::get_if<double*>(&m.field) = meta_double(f, m.key);
+  }
 }
 
 // "a,b,c" -> {"a", "b", "c"}: a fixture's list metadata (parameter names, in order).

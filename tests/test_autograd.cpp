@@ -19,18 +19,8 @@ using headgrad::cli::op_gradcheck_cases;
 using test_support::check_close;
 using test_support::contains;
 using test_support::error_of;
+using test_support::leaf;
 using test_support::randn;
-
-namespace {
-
-Tensor leaf(const std::vector<double>& v, const Dims& s) {
-  Tensor t = Tensor::from(v, s, DType::f64);
-  t.set_requires_grad(true);
-  return t;
-}
-
-
-} // namespace
 
 TEST_CASE("autograd: gradients accumulate across backward() calls until zero_grad()") {
   Tensor x = leaf({1, 2, 3}, {3});

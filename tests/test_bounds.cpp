@@ -16,6 +16,7 @@
 #include "tests/child_usage.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
+#include "tests/tiny_models.hpp"
 #include "train/attention_svg.hpp"
 #include "train/curves_svg.hpp"
 #include "train/heatmap_svg.hpp"
@@ -30,9 +31,7 @@ using test_support::read_file;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_bounds") {}
-};
+using test_support::TempDir; // named after this file
 
 child_usage::Usage run(const std::vector<std::string>& args, const TempDir& dir) {
   return child_usage::run(args, dir.path.string());
@@ -88,13 +87,9 @@ TEST_CASE("attention.svg of a 512-token sequence: at most 64 x 64 cells a map, t
 
 TEST_CASE("attention.svg of a model with many layers and heads draws at most kMaxAttentionMaps maps, said in the title") {
   TempDir dir;
-  models::ModelConfig c;
-  c.vocab = 10;
-  c.d_model = 16;
-  c.heads = 8;
-  c.layers = 6; // 48 maps
-  c.ffn = 16;
-  c.max_len = 8;
+  // 6 layers x 8 heads: 48 maps
+  const models::ModelConfig c =
+      tiny::encoder({.vocab = 10, .d_model = 16, .heads = 8, .layers = 6, .ffn = 16}, /*max_len=*/8);
   models::SequenceModel model(c, 1);
   const data::Batch one = data::make_eval_set({data::Task::copy, 10, 8, 8}, 1);
   train::write_attention_svg(model, one, data::Task::copy, 0, dir / "a.svg", 0);
@@ -192,11 +187,7 @@ TEST_CASE("a checkpoint whose metadata claims a huge model is refused before the
     const std::string bad = dir / ("bad_" + key + ".safetensors");
     io::save_safetensors(bad, f.tensors, meta);
     const auto u = run({"eval", "--checkpoint", bad, "--threads", "1", "--examples", "0"}, dir);
-    INFO("stderr: ", u.err);
-    CHECK(u.rc == 2);
-    const auto lines = u.err_lines();
-    REQUIRE(lines.size() == 1);
-    CHECK(contains(lines[0], part));
+    CHECK(contains(test_support::refusal_line(u), part));
     MESSAGE(key, " ", value, ": peak ", u.max_rss_kib, " KiB (the checkpoint itself: ", base.max_rss_kib, " KiB)");
     if (child_usage::kMeasuresMemory) CHECK(u.max_rss_kib < base.max_rss_kib + 40 * kMiB); // built: > 200 MiB
   }
@@ -238,13 +229,10 @@ TEST_CASE("a run that cannot fit in memory is refused at start-up with both numb
   TempDir dir;
   const auto u = run({"train", "--batch", "100000000", "--steps", "1", "--threads", "1", "--quiet", "--out", dir / "r"},
                      dir);
-  INFO("stderr: ", u.err);
-  CHECK(u.rc == 2);
-  const auto lines = u.err_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(contains(lines[0], "headgrad train: this run needs at least "));
-  CHECK(contains(lines[0], "of physical memory; use a smaller --batch"));
-  CHECK(contains(lines[0], train::byte_size(train::physical_memory_bytes())));
+  const std::string line = test_support::refusal_line(u);
+  CHECK(contains(line, "headgrad train: this run needs at least "));
+  CHECK(contains(line, "of physical memory; use a smaller --batch"));
+  CHECK(contains(line, train::byte_size(train::physical_memory_bytes())));
   if (child_usage::kMeasuresMemory) CHECK(u.max_rss_kib < 100 * kMiB);
   CHECK_FALSE(test_support::fs::exists(dir / "r/model.safetensors"));
   // so does --graph, which runs a step of the whole batch first

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <random>
 #include <set>
@@ -20,6 +19,7 @@
 #include "train/run_optimizer.hpp"
 #include "train/train_step.hpp"
 #include "tests/test_support.hpp"
+#include "tests/tiny_models.hpp"
 
 using namespace headgrad;
 using namespace headgrad::train;
@@ -29,28 +29,13 @@ using test_support::error_of;
 using test_support::read_file;
 using test_support::starts_with;
 using test_support::write_file;
-
-// Temporary directories named after this file.
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_checkpoint") {}
-};
+using test_support::TempDir; // named after this file
 
 namespace {
 
 RunConfig tiny_config() {
-  RunConfig c;
-  c.task = data::Task::copy;
-  c.vocab = 10;
-  c.d_model = 32;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 32;
-  c.max_len = 8;
-  c.min_len = 2;
-  c.batch = 16;
-  c.steps = 10;
-  c.seed = 3;
-  return c;
+  return {.task = data::Task::copy, .steps = 10, .batch = 16, .d_model = 32, .heads = 2, .layers = 1, .ffn = 32,
+          .max_len = 8, .min_len = 2, .vocab = 10, .seed = 3};
 }
 
 // A model and optimizer that have taken `steps` Adam steps on copy batches (so the parameters are
@@ -338,22 +323,8 @@ TEST_CASE("the model file is a valid safetensors file shaped like a PyTorch stat
   CHECK(header.find_last_not_of(' ') == header.rfind('}'));
   CHECK(contains(header, "\"__metadata__\""));
 
-  const std::int64_t d = 32, f = 32, V = 10;
-  std::vector<std::pair<std::string, Dims>> want = {{"embedding.weight", {V, d}}};
-  for (int i = 0; i < 2; ++i) {
-    const std::string b = fmt::format("blks.{}.", i);
-    for (const char* w : {"W_q", "W_k", "W_v", "W_o"}) want.push_back({b + "attention." + w + ".weight", {d, d}});
-    want.push_back({b + "addnorm1.ln.weight", {d}});
-    want.push_back({b + "addnorm1.ln.bias", {d}});
-    want.push_back({b + "ffn.dense1.weight", {f, d}});
-    want.push_back({b + "ffn.dense1.bias", {f}});
-    want.push_back({b + "ffn.dense2.weight", {d, f}});
-    want.push_back({b + "ffn.dense2.bias", {d}});
-    want.push_back({b + "addnorm2.ln.weight", {d}});
-    want.push_back({b + "addnorm2.ln.bias", {d}});
-  }
-  want.push_back({"dense.weight", {V, d}});
-  want.push_back({"dense.bias", {V}});
+  // 2 layers, d 32, ffn 32, vocab 10
+  const std::vector<std::pair<std::string, Dims>> want = tiny::encoder_state_dict(c.model_config());
 
   const io::SafetensorsFile file = io::parse_safetensors(bytes.data(), bytes.size(), path);
   REQUIRE(file.tensors.size() == want.size());

@@ -26,11 +26,8 @@ namespace fs = std::filesystem;
 using test_support::contains;
 using test_support::lines_of;
 using test_support::read_file;
-
-// Temporary directories named after this file.
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_cli") {}
-};
+using test_support::refusal_line;
+using test_support::TempDir; // named after this file
 
 namespace {
 
@@ -176,13 +173,10 @@ TEST_CASE("errors: exactly one line on stderr naming the flag and the rule, exit
     std::string shown;
     for (const auto& a : c.extra) shown += a + " ";
     CAPTURE(shown);
-    INFO("stderr: ", r.err);
-    CHECK(r.rc == 2);
-    const auto errs = r.err_lines();
-    REQUIRE(errs.size() == 1);
-    CHECK(errs[0].rfind("headgrad train: ", 0) == 0);
-    CHECK(errs[0].find("train: train:") == std::string::npos);
-    for (const auto& w : c.want) CHECK(contains(errs[0], w));
+    const std::string line = refusal_line(r);
+    CHECK(line.rfind("headgrad train: ", 0) == 0);
+    CHECK(line.find("train: train:") == std::string::npos);
+    for (const auto& w : c.want) CHECK(contains(line, w));
   }
   CHECK_FALSE(fs::exists(out + "/model.safetensors")); // nothing trained
 }
@@ -192,11 +186,7 @@ TEST_CASE("errors of the other commands: one line, exit code 2") {
   std::ofstream(dir / "regular_file") << "not a checkpoint";
   SUBCASE("unknown command") {
     const Result r = run({"frobnicate", "--steps", "3"}, dir);
-    INFO("stderr: ", r.err);
-    CHECK(r.rc == 2);
-    const auto errs = r.err_lines();
-    REQUIRE(errs.size() == 1);
-    CHECK(contains(errs[0], "unknown command 'frobnicate'"));
+    CHECK(contains(refusal_line(r), "unknown command 'frobnicate'"));
     CHECK(r.out.empty());
   }
   SUBCASE("eval errors") {
@@ -212,11 +202,7 @@ TEST_CASE("errors of the other commands: one line, exit code 2") {
              {{"info", "--verbose"}, "unknown flag --verbose"}}) {
       const Result r = run(args, dir);
       CAPTURE(want);
-      INFO("stderr: ", r.err);
-      CHECK(r.rc == 2);
-      const auto errs = r.err_lines();
-      REQUIRE(errs.size() == 1);
-      CHECK(contains(errs[0], want));
+      CHECK(contains(refusal_line(r), want));
     }
   }
 }
@@ -328,17 +314,13 @@ TEST_CASE("train --json: a JSON summary on the last stdout line, and eval reads 
       const Result bad = run({"train", "--resume", out + "/model.safetensors", "--steps", "40", flag, value, "--out",
                               out, "--threads", "1"},
                              dir);
-      CHECK(bad.rc == 2);
-      const auto errs = bad.err_lines();
-      REQUIRE(errs.size() == 1);
-      CHECK(contains(errs[0], flag));
-      CHECK(contains(errs[0], "differs from the checkpoint"));
+      const std::string line = refusal_line(bad);
+      CHECK(contains(line, flag));
+      CHECK(contains(line, "differs from the checkpoint"));
     }
     // steps not beyond the checkpoint's
     const Result few = run({"train", "--resume", out + "/model.safetensors", "--steps", "33", "--out", out}, dir);
-    CHECK(few.rc == 2);
-    REQUIRE(few.err_lines().size() == 1);
-    CHECK(contains(few.err_lines()[0], "--steps 33 is not beyond the checkpoint's step 33"));
+    CHECK(contains(refusal_line(few), "--steps 33 is not beyond the checkpoint's step 33"));
   }
 }
 
@@ -366,9 +348,7 @@ TEST_CASE("eval --svg draws the attention weights of any held-out example") {
   CHECK(test_support::count_of(svg, "<g><title>layer 0 head ") == 2);
   CHECK(test_support::count_of(svg, "</title></rect>") == static_cast<std::size_t>(2 * len * len));
   const Result bad = run({"eval", "--checkpoint", ckpt, "--count", "20", "--svg", "x.svg", "--example", "20"}, dir);
-  CHECK(bad.rc == 2);
-  REQUIRE(bad.err_lines().size() == 1);
-  CHECK(contains(bad.err_lines()[0], "--example 20 is not below --count 20"));
+  CHECK(contains(refusal_line(bad), "--example 20 is not below --count 20"));
 }
 
 TEST_CASE("one run per output directory: a second run is refused naming the holder - and so is another run's checkpoint") {
@@ -378,15 +358,9 @@ TEST_CASE("one run per output directory: a second run is refused naming the hold
     std::vector<std::string> args = tiny(out, 1000000);
     args.insert(args.begin(), HEADGRAD_CLI);
     const pid_t first = test_support::spawn(args, dir / "first.out", dir / "first.err", dir.path.string());
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (lines_of(read_file(out + "/metrics.csv")).size() < 3 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    test_support::wait_for_lines(out + "/metrics.csv", 3);
     const Result second = run(tiny(out, 10), dir);
-    INFO("stderr: ", second.err);
-    CHECK(second.rc == 2);
-    const auto errs = second.err_lines();
-    REQUIRE(errs.size() == 1);
-    CHECK(contains(errs[0], fmt::format("headgrad train: --out {} is in use by another run (pid {} on host ", out, first)));
+    CHECK(contains(refusal_line(second), fmt::format("headgrad train: --out {} is in use by another run (pid {} on host ", out, first)));
     kill(first, SIGINT);
     CHECK(test_support::wait_for(first, 60) == 130); // 128 + SIGINT, after saving
     // the lock went with its holder: the run continues there
@@ -400,10 +374,7 @@ TEST_CASE("one run per output directory: a second run is refused naming the hold
     REQUIRE(run(tiny(out, 5), dir).rc == 0);
     const std::string model = read_file(out + "/model.safetensors");
     const Result again = run(tiny(out, 3), dir);
-    CHECK(again.rc == 2);
-    const auto errs = again.err_lines();
-    REQUIRE(errs.size() == 1);
-    CHECK(contains(errs[0], fmt::format("--out {} holds the checkpoint of another run (step 5); --resume "
+    CHECK(contains(refusal_line(again), fmt::format("--out {} holds the checkpoint of another run (step 5); --resume "
                                         "{}/model.safetensors continues it, --overwrite replaces it",
                                         out, out)));
     CHECK(read_file(out + "/model.safetensors") == model); // untouched
@@ -473,16 +444,18 @@ std::string info_field(const std::string& out, const std::string& name) {
     }
   return "";
 }
-// The kernel runtime::configure() puts in place of a Prescott fallback on this CPU ("" if none).
-std::string better_than_prescott() { return runtime::preferred_core("Prescott", runtime::cpu_features()); }
+// The kernel runtime::configure() puts in place of a Prescott fallback on this CPU; "" if there is
+// none, which the test's output then says.
+std::string better_than_prescott() {
+  const std::string core = runtime::preferred_core("Prescott", runtime::cpu_features());
+  if (core.empty()) MESSAGE("this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose");
+  return core;
+}
 } // namespace
 
 TEST_CASE("a fallback BLAS core is replaced at start-up, said in one line, and the chosen kernel computes gemm right") {
   const std::string want = better_than_prescott();
-  if (want.empty()) {
-    MESSAGE("this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose");
-    return;
-  }
+  if (want.empty()) return;
   TempDir dir;
   // OpenBLAS picks a proper kernel on this machine by itself, so the runtime is told to decide as
   // if it had fallen back to Prescott (HEADGRAD_BLAS_AUTOCORE_ASSUME, a test hook) - once deciding
@@ -554,11 +527,7 @@ TEST_CASE("flags that do not apply to the task are refused, not ignored") {
     a.insert(a.end(), {"--steps", "1", "--out", dir / "never"});
     const Result r = run(a, dir);
     CAPTURE(want);
-    INFO("stderr: ", r.err);
-    CHECK(r.rc == 2);
-    const auto errs = r.err_lines();
-    REQUIRE(errs.size() == 1);
-    CHECK(contains(errs[0], "headgrad train: " + want));
+    CHECK(contains(refusal_line(r), "headgrad train: " + want));
   }
   CHECK_FALSE(fs::exists(dir / "never"));
 }
@@ -594,10 +563,7 @@ TEST_CASE("this test program took the start-up path: its BLAS kernel is no fallb
 
 TEST_CASE("a test program on a CPU where OpenBLAS falls back runs this CPU's kernel, as the command does") {
   const std::string want = better_than_prescott();
-  if (want.empty()) {
-    MESSAGE("this CPU has neither AVX2+FMA nor AVX-512: there is no better kernel to choose");
-    return;
-  }
+  if (want.empty()) return;
   TempDir dir;
   // this very program, running only the case above
   const std::string self = fs::read_symlink("/proc/self/exe").string();

@@ -18,6 +18,17 @@
 using namespace headgrad;
 using namespace headgrad::cli;
 
+namespace {
+
+// explain::run(o), whose gradient check must pass.
+explain::ExplainResult explained(const explain::ExplainOptions& o) {
+  const explain::ExplainResult r = explain::run(o);
+  CHECK(r.gradcheck_ok);
+  return r;
+}
+
+} // namespace
+
 TEST_CASE("explain: the default example prints every stage with its shape") {
   const explain::ExplainResult r = explain::run({});
   const std::string& t = r.text;
@@ -51,11 +62,7 @@ TEST_CASE("explain: the default example prints every stage with its shape") {
 
 TEST_CASE("explain: flags change the example, impossible ones are refused") {
   explain::ExplainOptions o;
-  o.batch = 2;
-  o.queries = 2;
-  o.keys = 5;
-  o.hidden = 6;
-  o.heads = 3;
+  o.batch = 2, o.queries = 2, o.keys = 5, o.hidden = 6, o.heads = 3;
   o.valid_len = 0; // every key masked: weights and their gradients are all zero, no NaN
   const explain::ExplainResult r = explain::run(o);
   CHECK(r.text.find("Qh = transpose_qkv(Q) [6, 2, 2]") != std::string::npos);
@@ -72,8 +79,7 @@ TEST_CASE("explain: on PyTorch's numbers it reproduces the mha_d2l fixture") {
   const std::string fixture = std::string(HEADGRAD_SOURCE_DIR) + "/tests/reference/fixtures/mha_d2l.safetensors";
   explain::ExplainOptions o;
   o.fixture = fixture;
-  const explain::ExplainResult r = explain::run(o);
-  CHECK(r.gradcheck_ok);
+  const explain::ExplainResult r = explained(o);
   CHECK(r.text.find("valid_lens = [3, 2]") != std::string::npos);
   const io::SafetensorsFile f = io::load_safetensors(fixture);
   int compared = 0;
@@ -205,8 +211,7 @@ TEST_CASE("explain --svg: V and every gradient under its forward panel, one key 
 TEST_CASE("explain --bias: the bias gradients are printed and gradient-checked; fixtures have none") {
   explain::ExplainOptions o;
   o.bias = true;
-  const explain::ExplainResult r = explain::run(o);
-  CHECK(r.gradcheck_ok);
+  const explain::ExplainResult r = explained(o);
   CHECK(r.stages_match_full_graph);
   for (const char* piece : {"d W_q.bias = column sums of dQ [4]", "d W_k.bias = column sums of dK [4]",
                             "d W_o.bias = column sums of dY [4]", "gradcheck W_k.bias"}) {
@@ -286,8 +291,7 @@ TEST_CASE("explain --self-attention: one X, and dX printed as its three terms an
   explain::ExplainOptions o;
   o.self_attention = true;
   o.precision = 12;
-  const explain::ExplainResult r = explain::run(o);
-  CHECK(r.gradcheck_ok);
+  const explain::ExplainResult r = explained(o);
   CHECK(r.stages_match_full_graph);
   const std::string& t = r.text;
   CHECK(test_support::contains(t, "X [1, 4, 4]  (B, T, num_hiddens): queries, keys and values at once"));
@@ -315,8 +319,7 @@ TEST_CASE("explain --causal: a valid length per query, min(i + 1, valid_len), an
   explain::ExplainOptions o;
   o.causal = true;
   o.queries = 4;
-  const explain::ExplainResult r = explain::run(o);
-  CHECK(r.gradcheck_ok);
+  const explain::ExplainResult r = explained(o);
   CHECK(test_support::contains(r.text, "valid_lens = [1, 2, 3, 3] (per query, causal)"));
   const Tensor* w = nullptr;
   for (const auto& [n, v] : r.tensors)
@@ -338,8 +341,7 @@ TEST_CASE("explain --loss cross-entropy: dY = (softmax(Y) - onehot) * mask / N, 
   o.loss = "cross-entropy";
   o.queries = 4; // valid length 3: position 3 does not count
   o.precision = 12;
-  const explain::ExplainResult r = explain::run(o);
-  CHECK(r.gradcheck_ok);
+  const explain::ExplainResult r = explained(o);
   CHECK(r.stages_match_full_graph);
   const std::string& t = r.text;
   CHECK(test_support::contains(t, "N = 3 counted positions"));
@@ -367,8 +369,7 @@ TEST_CASE("explain --dropout: the mask, the 1/(1-p) scale, and dP = dA * m / (1 
   explain::ExplainOptions o;
   o.dropout = 0.25;
   o.precision = 12;
-  const explain::ExplainResult r = explain::run(o);
-  CHECK(r.gradcheck_ok); // a fixed mask: the loss is a function the gradient check can difference
+  const explain::ExplainResult r = explained(o); // a fixed mask: a loss the gradient check can difference
   CHECK(r.stages_match_full_graph);
   const std::string& t = r.text;
   CHECK(test_support::contains(t, "1/(1 - p) = 1.333333333333"));

@@ -38,6 +38,7 @@
 using namespace headgrad;
 namespace fs = std::filesystem;
 using test_support::read_file;
+using test_support::refusal_line;
 using test_support::TempDir;
 
 namespace {
@@ -287,15 +288,6 @@ test_support::CliRun cli(const std::vector<std::string>& args, const TempDir& di
   return test_support::run_cli(args, dir.path);
 }
 
-// The one stderr line of a refused run (exit code 2).
-std::string refusal(const test_support::CliRun& r) {
-  INFO("stdout: ", r.out, "\nstderr: ", r.err);
-  CHECK(r.rc == 2);
-  const auto lines = r.err_lines();
-  REQUIRE(lines.size() == 1);
-  return lines[0];
-}
-
 // The step numbers of metrics.csv's step rows, in file order.
 std::vector<std::int64_t> step_rows(const std::string& csv) {
   std::vector<std::int64_t> out;
@@ -316,7 +308,7 @@ TEST_CASE("a symbolic link where a run writes is refused, and its target is unto
     const std::string out = dir / fmt::format("out_{}", name);
     fs::create_directories(out);
     fs::create_symlink(victim, out + "/" + name);
-    const std::string line = refusal(cli(tiny_run(out, 2), dir));
+    const std::string line = refusal_line(cli(tiny_run(out, 2), dir));
     CHECK(contains(line, fmt::format("--out {}: {} is a symbolic link (to {})", out, name, victim)));
     CHECK(read_file(victim) == "precious\n");
     CHECK_FALSE(fs::exists(out + "/optimizer.safetensors"));
@@ -328,7 +320,7 @@ TEST_CASE("a symbolic link where a run writes is refused, and its target is unto
   fs::create_symlink(dir / "moved.csv", out + "/metrics.csv");
   const std::string moved = read_file(dir / "moved.csv");
   const std::string line =
-      refusal(cli({"train", "--resume", out + "/model.safetensors", "--steps", "5", "--out", out, "--quiet"}, dir));
+      refusal_line(cli({"train", "--resume", out + "/model.safetensors", "--steps", "5", "--out", out, "--quiet"}, dir));
   CHECK(contains(line, "metrics.csv is a symbolic link"));
   CHECK(read_file(dir / "moved.csv") == moved);
 }
@@ -359,10 +351,10 @@ TEST_CASE("a FIFO or a directory where a run writes or reads is refused instead 
   // write: a FIFO or a directory under one of a run's names in --out
   const std::string out = dir / "out";
   fs::create_directories(out + "/curves.svg");
-  CHECK(contains(refusal(cli(tiny_run(out, 2), dir)), "curves.svg is a directory, not a regular file"));
+  CHECK(contains(refusal_line(cli(tiny_run(out, 2), dir)), "curves.svg is a directory, not a regular file"));
   fs::remove(out + "/curves.svg");
   REQUIRE(mkfifo((out + "/metrics.csv").c_str(), 0600) == 0);
-  CHECK(contains(refusal(cli(tiny_run(out, 2), dir)), "metrics.csv is a FIFO (named pipe), not a regular file"));
+  CHECK(contains(refusal_line(cli(tiny_run(out, 2), dir)), "metrics.csv is a FIFO (named pipe), not a regular file"));
 }
 
 TEST_CASE("a metrics.csv the run did not write is not replaced without --overwrite") {
@@ -370,14 +362,14 @@ TEST_CASE("a metrics.csv the run did not write is not replaced without --overwri
   const std::string out = dir / "run";
   fs::create_directories(out);
   test_support::write_file(out + "/metrics.csv", "my own numbers\n");
-  const std::string line = refusal(cli(tiny_run(out, 2), dir));
+  const std::string line = refusal_line(cli(tiny_run(out, 2), dir));
   CHECK(contains(line, fmt::format("--out {} holds metrics.csv but no checkpoint", out)));
   CHECK(contains(line, "--overwrite replaces them"));
   CHECK(read_file(out + "/metrics.csv") == "my own numbers\n");
   // so are pictures without a checkpoint
   fs::remove(out + "/metrics.csv");
   test_support::write_file(out + "/curves.svg", "<svg/>");
-  CHECK(contains(refusal(cli(tiny_run(out, 2), dir)), "holds curves.svg but no checkpoint"));
+  CHECK(contains(refusal_line(cli(tiny_run(out, 2), dir)), "holds curves.svg but no checkpoint"));
   // --overwrite replaces them
   REQUIRE(cli(tiny_run(out, 2, {"--overwrite"}), dir).rc == 0);
   CHECK(step_rows(read_file(out + "/metrics.csv")) == std::vector<std::int64_t>{1, 2});
@@ -458,9 +450,7 @@ TEST_CASE("Ctrl-C during start-up stops the run before its first step, exit 130;
     std::vector<std::string> a = {HEADGRAD_CLI};
     for (const auto& x : tiny_run(o, 1000000)) a.push_back(x);
     const pid_t p = test_support::spawn(a, dir / "m.out", dir / "m.err", dir.path.string());
-    const auto until2 = Clock::now() + std::chrono::seconds(60);
-    while (lines_of(read_file(o + "/metrics.csv")).size() < 3 && Clock::now() < until2) // 50 steps flushed
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    test_support::wait_for_lines(o + "/metrics.csv", 3); // 50 steps flushed
     REQUIRE(kill(p, sig) == 0);
     CHECK(test_support::wait_for(p, 60) == code);
     const std::string printed = read_file(dir / "m.out");
@@ -484,7 +474,7 @@ TEST_CASE("--resume refuses an optimizer state whose step is not the checkpoint'
       if (name == "step") t = Tensor::from_ints({bad}, {});
     io::save_safetensors(opt, ts, f.metadata);
     const std::string line =
-        refusal(cli({"train", "--resume", out + "/model.safetensors", "--steps", "9", "--out", out, "--quiet"}, dir));
+        refusal_line(cli({"train", "--resume", out + "/model.safetensors", "--steps", "9", "--out", out, "--quiet"}, dir));
     CHECK(contains(line, fmt::format("{}: optimizer state 'step' is {} but the checkpoint is from step 6", opt, bad)));
   }
   io::save_safetensors(opt, f.tensors, f.metadata); // the file as it was: resumes
@@ -499,7 +489,7 @@ TEST_CASE("a bit flipped in a checkpoint's tensor data is refused by the tensor'
   std::string bytes = read_file(model);
   bytes[bytes.size() - 3] ^= 0x10; // in the last tensor's data (dense.bias)
   test_support::write_file(model, bytes);
-  const std::string line = refusal(cli({"eval", "--checkpoint", model}, dir));
+  const std::string line = refusal_line(cli({"eval", "--checkpoint", model}, dir));
   CHECK(contains(line, "tensor \"dense.bias\" fails its checksum"));
   CHECK(contains(line, "the file is corrupt"));
 }

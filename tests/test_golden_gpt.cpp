@@ -26,16 +26,9 @@ TEST_CASE("golden: one training step of the GPT against PyTorch") {
   const io::SafetensorsFile f = io::load_safetensors(path);
   golden::Report rep("gpt_train_step");
   train::RunConfig run = train::RunConfig::text_defaults();
-  run.vocab = golden::meta_int(f, "vocab");
-  run.context = golden::meta_int(f, "block_size");
-  run.layers = golden::meta_int(f, "n_layer");
-  run.heads = golden::meta_int(f, "n_head");
-  run.d_model = golden::meta_int(f, "n_embd");
-  run.ffn = golden::meta_int(f, "ffn");
-  run.lr = golden::meta_double(f, "lr");
-  run.weight_decay = golden::meta_double(f, "weight_decay");
-  run.beta2 = golden::meta_double(f, "beta2");
-  run.clip = golden::meta_double(f, "clip");
+  golden::read_meta(f, {{"vocab", &run.vocab}, {"block_size", &run.context}, {"n_layer", &run.layers},
+                        {"n_head", &run.heads}, {"n_embd", &run.d_model}, {"ffn", &run.ffn}, {"lr", &run.lr},
+                        {"weight_decay", &run.weight_decay}, {"beta2", &run.beta2}, {"clip", &run.clip}});
   REQUIRE(golden::meta_double(f, "beta1") == 0.9);    // optim::AdamOptions' default
   REQUIRE(golden::meta_double(f, "adam_eps") == 1e-8); // likewise
   REQUIRE(run.decay == "matrices");

@@ -22,13 +22,9 @@ namespace {
 
 models::ModelConfig config_of(const io::SafetensorsFile& f) {
   models::ModelConfig cfg;
-  cfg.vocab = golden::meta_int(f, "vocab");
-  cfg.d_model = golden::meta_int(f, "d_model");
-  cfg.heads = golden::meta_int(f, "heads");
-  cfg.layers = golden::meta_int(f, "layers");
-  cfg.ffn = golden::meta_int(f, "ffn");
-  cfg.max_len = golden::meta_int(f, "max_len");
-  cfg.dropout = golden::meta_double(f, "dropout");
+  golden::read_meta(f, {{"vocab", &cfg.vocab}, {"d_model", &cfg.d_model}, {"heads", &cfg.heads},
+                        {"layers", &cfg.layers}, {"ffn", &cfg.ffn}, {"max_len", &cfg.max_len},
+                        {"dropout", &cfg.dropout}});
   return cfg;
 }
 
@@ -128,11 +124,8 @@ TEST_CASE("golden: one training step of the reference SequenceModel against PyTo
 
   // ---- one Adam step -----------------------------------------------------------------------------
   optim::AdamOptions opt;
-  opt.lr = golden::meta_double(f, "lr");
-  opt.beta1 = golden::meta_double(f, "beta1");
-  opt.beta2 = golden::meta_double(f, "beta2");
-  opt.eps = golden::meta_double(f, "adam_eps");
-  opt.weight_decay = golden::meta_double(f, "weight_decay");
+  golden::read_meta(f, {{"lr", &opt.lr}, {"beta1", &opt.beta1}, {"beta2", &opt.beta2}, {"adam_eps", &opt.eps},
+                        {"weight_decay", &opt.weight_decay}});
   opt.decoupled = false;
   optim::Adam adam(params, opt);
   adam.step();

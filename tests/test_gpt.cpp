@@ -12,6 +12,7 @@
 #include "framework/profiler.hpp"
 #include "models/gpt.hpp"
 #include "test_support.hpp"
+#include "tiny_models.hpp"
 
 using namespace headgrad;
 using namespace headgrad::models;
@@ -22,14 +23,7 @@ using test_support::error_of;
 namespace {
 
 GPTConfig tiny_config() {
-  GPTConfig c;
-  c.vocab = 11;
-  c.block_size = 8;
-  c.layers = 2;
-  c.heads = 2;
-  c.d_model = 8;
-  c.ffn = 16;
-  return c;
+  return tiny::gpt({.vocab = 11, .d_model = 8, .heads = 2, .layers = 2, .ffn = 16}, /*block_size=*/8);
 }
 
 Tensor tokens_of(std::vector<std::int64_t> v, std::int64_t B) {

@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <limits>
 
 #include "framework/kernels/arg_reduce.hpp"
 #include "framework/kernels/axis_softmax.hpp"
@@ -17,12 +16,12 @@
 
 using namespace headgrad;
 using test_support::check_close;
+using test_support::kInf;
+using test_support::kNaN;
 
 namespace {
 
 using V = std::vector<double>;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // x[o, k, i] of an (outer, len, inner) buffer as the column x[o, :, i].
 V column(const V& x, std::int64_t o, std::int64_t i, std::int64_t len, std::int64_t inner) {

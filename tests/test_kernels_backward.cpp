@@ -22,11 +22,10 @@
 
 using namespace headgrad;
 using test_support::check_close;
+using test_support::kNaN;
 using test_support::randn;
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A destination buffer as a kernel finds it: NaN on a first write (never to be read), 1 otherwise.
 std::vector<double> start_buffer(std::int64_t n, bool first_write) {

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <fmt/format.h>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +15,7 @@
 #include "framework/random.hpp"
 #include "models/transformer.hpp"
 #include "tests/test_support.hpp"
+#include "tests/tiny_models.hpp"
 
 using namespace headgrad;
 using test_support::contains;
@@ -23,40 +24,8 @@ using test_support::randn;
 
 namespace {
 
-// The names and shapes a PyTorch state_dict of d2l's encoder + output layer has (use_bias=False
-// in the attention projections), in registration order.
-std::vector<std::pair<std::string, Dims>> expected_state_dict(const models::ModelConfig& c) {
-  const std::int64_t d = c.d_model, f = c.ffn, V = c.vocab;
-  std::vector<std::pair<std::string, Dims>> out = {{"embedding.weight", {V, d}}};
-  for (std::int64_t i = 0; i < c.layers; ++i) {
-    const std::string b = fmt::format("blks.{}.", i);
-    out.push_back({b + "attention.W_q.weight", {d, d}});
-    out.push_back({b + "attention.W_k.weight", {d, d}});
-    out.push_back({b + "attention.W_v.weight", {d, d}});
-    out.push_back({b + "attention.W_o.weight", {d, d}});
-    out.push_back({b + "addnorm1.ln.weight", {d}});
-    out.push_back({b + "addnorm1.ln.bias", {d}});
-    out.push_back({b + "ffn.dense1.weight", {f, d}});
-    out.push_back({b + "ffn.dense1.bias", {f}});
-    out.push_back({b + "ffn.dense2.weight", {d, f}});
-    out.push_back({b + "ffn.dense2.bias", {d}});
-    out.push_back({b + "addnorm2.ln.weight", {d}});
-    out.push_back({b + "addnorm2.ln.bias", {d}});
-  }
-  out.push_back({"dense.weight", {V, d}});
-  out.push_back({"dense.bias", {V}});
-  return out;
-}
-
 models::ModelConfig small_config() {
-  models::ModelConfig c;
-  c.vocab = 7;
-  c.d_model = 8;
-  c.heads = 2;
-  c.layers = 2;
-  c.ffn = 12;
-  c.max_len = 5;
-  return c;
+  return tiny::encoder({.vocab = 7, .d_model = 8, .heads = 2, .layers = 2, .ffn = 12}, /*max_len=*/5);
 }
 
 } // namespace
@@ -226,7 +195,7 @@ TEST_CASE("SequenceModel named_parameters: PyTorch state_dict names, order and s
   const models::ModelConfig cfg = small_config();
   models::SequenceModel model(cfg, 0);
   const auto got = model.named_parameters();
-  const auto want = expected_state_dict(cfg);
+  const auto want = tiny::encoder_state_dict(cfg);
   REQUIRE(got.size() == want.size());
   CHECK(got.size() == 2 + 12 * 2 + 1);
   std::int64_t total = 0;
@@ -249,7 +218,7 @@ TEST_CASE("SequenceModel named_parameters: PyTorch state_dict names, order and s
   c1.d_model = 4;
   models::SequenceModel m1(c1, 0);
   const auto got1 = m1.named_parameters();
-  const auto want1 = expected_state_dict(c1);
+  const auto want1 = tiny::encoder_state_dict(c1);
   REQUIRE(got1.size() == want1.size());
   for (std::size_t i = 0; i < want1.size(); ++i) {
     CHECK(got1[i].first == want1[i].first);
@@ -360,58 +329,35 @@ TEST_CASE("load_parameters refusals name the source and the parameter, and chang
     return msg;
   };
 
-  SUBCASE("missing") {
-    nn::NamedTensors v(vals.begin(), vals.end() - 1); // no dense.bias
-    const std::string msg = refused(v);
-    CHECK(contains(msg, "missing"));
-    CHECK(contains(msg, "'dense.bias'"));
-    CHECK(contains(msg, "[7]"));
-  }
-  SUBCASE("extra") {
+  struct Case {
+    const char* what;
+    std::function<void(nn::NamedTensors&)> change; // of a copy of vals
+    std::vector<std::string> said;                  // parts of the message
+  };
+  const Case cases[] = {
+      {"missing", [](nn::NamedTensors& v) { v.pop_back(); }, {"missing", "'dense.bias'", "[7]"}}, // no dense.bias
+      {"extra", [](nn::NamedTensors& v) { v.emplace_back("blks.2.ffn.dense1.weight", Tensor::zeros({12, 8})); },
+       {"unexpected", "'blks.2.ffn.dense1.weight'"}},
+      {"wrong shape (the last parameter, after every other was fine)",
+       [](nn::NamedTensors& v) { v.back().second = Tensor::zeros({8}); }, {"'dense.bias'", "[8]", "[7]"}},
+      {"wrong shape in the middle", [](nn::NamedTensors& v) { v[5].second = Tensor::zeros({8, 9}); },
+       {"'" + vals[5].first + "'"}},
+      {"a name given twice", [&](nn::NamedTensors& v) { v.push_back(vals[3]); }, {"'" + vals[3].first + "'", "twice"}},
+      {"integer values", [](nn::NamedTensors& v) { v.back().second = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7}, {7}); },
+       {"'dense.bias'", "dtype"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
     nn::NamedTensors v = vals;
-    v.emplace_back("blks.2.ffn.dense1.weight", Tensor::zeros({12, 8}));
+    c.change(v);
     const std::string msg = refused(v);
-    CHECK(contains(msg, "unexpected"));
-    CHECK(contains(msg, "'blks.2.ffn.dense1.weight'"));
-  }
-  SUBCASE("wrong shape (the last parameter, after every other was fine)") {
-    nn::NamedTensors v = vals;
-    v.back().second = Tensor::zeros({8});
-    const std::string msg = refused(v);
-    CHECK(contains(msg, "'dense.bias'"));
-    CHECK(contains(msg, "[8]"));
-    CHECK(contains(msg, "[7]"));
-  }
-  SUBCASE("wrong shape in the middle") {
-    nn::NamedTensors v = vals;
-    v[5].second = Tensor::zeros({8, 9});
-    const std::string msg = refused(v);
-    CHECK(contains(msg, "'" + vals[5].first + "'"));
-  }
-  SUBCASE("a name given twice") {
-    nn::NamedTensors v = vals;
-    v.push_back(vals[3]);
-    const std::string msg = refused(v);
-    CHECK(contains(msg, "'" + vals[3].first + "'"));
-    CHECK(contains(msg, "twice"));
-  }
-  SUBCASE("integer values") {
-    nn::NamedTensors v = vals;
-    v.back().second = Tensor::from_ints({1, 2, 3, 4, 5, 6, 7}, {7});
-    const std::string msg = refused(v);
-    CHECK(contains(msg, "'dense.bias'"));
-    CHECK(contains(msg, "dtype"));
+    for (const std::string& part : c.said) CHECK(contains(msg, part));
   }
 }
 
 TEST_CASE("Module::share_parameters: a replica reads the source's values and keeps its own gradients") {
-  models::ModelConfig cfg;
-  cfg.vocab = 7;
-  cfg.d_model = 8;
-  cfg.heads = 2;
+  models::ModelConfig cfg = small_config();
   cfg.layers = 1;
-  cfg.ffn = 12;
-  cfg.max_len = 5;
   models::SequenceModel source(cfg, 1, DType::f64), replica(cfg, 2, DType::f64);
   const Tensor tokens = Tensor::from_ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 0}, {2, 5}), lens = Tensor::from_ints({5, 3}, {2});
   replica.share_parameters(source);

@@ -12,6 +12,7 @@
 #include "framework/profiler.hpp"
 #include "models/gpt.hpp"
 #include "tests/test_support.hpp"
+#include "tests/tiny_models.hpp"
 
 using namespace headgrad;
 using test_support::check_close;
@@ -148,13 +149,8 @@ TEST_CASE("Sequential: Linear then GELU (or ReLU) modules run as one fused op, w
 }
 
 TEST_CASE("GPT's MLP runs c_fc and its GELU as linear_gelu") {
-  models::GPTConfig cfg;
-  cfg.vocab = 11;
-  cfg.block_size = 8;
-  cfg.layers = 1;
-  cfg.heads = 2;
-  cfg.d_model = 8;
-  cfg.ffn = 16;
+  const models::GPTConfig cfg =
+      tiny::gpt({.vocab = 11, .d_model = 8, .heads = 2, .layers = 1, .ffn = 16}, /*block_size=*/8);
   models::GPT gpt(cfg, 3, DType::f64);
   const Tensor tokens = Tensor::from_ints({1, 2, 3, 4, 5, 6}, {2, 3});
   const std::vector<std::string> names = node_names(gpt.forward(tokens, Tensor()));

@@ -31,9 +31,7 @@ using test_support::read_file;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_mpi") {}
-};
+using test_support::TempDir; // named after this file
 
 struct Result {
   int rc = -1;
@@ -86,14 +84,20 @@ Result run(const std::vector<std::string>& argv, const TempDir& dir, const test_
   return finish(start(argv, dir, tag, extra), dir, tag);
 }
 
-// `headgrad train` with `args` as one process (ranks 0) or under mpirun with that many ranks.
-Result headgrad_train(int ranks, std::vector<std::string> args, const TempDir& dir,
-                      const test_support::EnvChanges& extra = {}) {
+// The command line of `headgrad train args...` as one process (ranks 0) or under mpirun with that
+// many ranks.
+std::vector<std::string> train_argv(int ranks, const std::vector<std::string>& args) {
   std::vector<std::string> argv = ranks == 0 ? std::vector<std::string>{} : mpirun(ranks);
   argv.push_back(HEADGRAD_CLI);
   argv.push_back("train");
   argv.insert(argv.end(), args.begin(), args.end());
-  const Result r = run(argv, dir, extra);
+  return argv;
+}
+
+// Runs train_argv(ranks, args), which must succeed.
+Result headgrad_train(int ranks, const std::vector<std::string>& args, const TempDir& dir,
+                      const test_support::EnvChanges& extra = {}) {
+  const Result r = run(train_argv(ranks, args), dir, extra);
   INFO("stdout: ", r.out, "\nstderr: ", r.err);
   CHECK(r.rc == 0);
   return r;
@@ -272,13 +276,8 @@ TEST_CASE("a run started on 4 ranks resumes on 1 process x 2 threads with --shar
     return args;
   };
   // another shard count is refused with one line, before anything is written
-  Result refused = run([&] {
-    std::vector<std::string> argv = {HEADGRAD_CLI, "train"};
-    for (const auto& a : resume({"--shards", "2"})) argv.push_back(a);
-    return argv;
-  }(), dir);
-  CHECK(refused.rc == 2);
-  REQUIRE(refused.headgrad_lines().size() == 1);
+  const Result refused = run(train_argv(0, resume({"--shards", "2"})), dir);
+  (void)test_support::refusal_line(refused.rc, refused.headgrad_lines());
   CHECK(contains(refused.err, "--shards 2 differs from the checkpoint's 4"));
   CHECK(contains(refused.err, "--reshard"));
   headgrad_train(0, resume({"--shards", "4"}), dir);
@@ -311,10 +310,8 @@ TEST_CASE("a rank killed with SIGKILL ends the job in seconds and leaves a check
           doctest::test_suite("mpi")) {
   TempDir dir;
   const std::string out = dir / "run";
-  std::vector<std::string> argv = mpirun(2);
-  argv.insert(argv.end(), {HEADGRAD_CLI, "train"});
-  for (const auto& a : small(out, 100000, {"--save-every", "10", "--eval-every", "0"})) argv.push_back(a);
-  const pid_t job = start(argv, dir, "killed");
+  const pid_t job =
+      start(train_argv(2, small(out, 100000, {"--save-every", "10", "--eval-every", "0"})), dir, "killed");
   auto rank_pid = [&](int rank) { return rank_pid_of(job, rank); };
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!fs::exists(out + "/model.safetensors") && std::chrono::steady_clock::now() < until)
@@ -352,13 +349,9 @@ TEST_CASE("a rank killed with SIGKILL ends the job in seconds and leaves a check
 TEST_CASE("a stopped rank (SIGSTOP) ends the job after --rank-timeout with one line naming it" * doctest::test_suite("mpi")) {
   TempDir dir;
   const std::string out = dir / "run";
-  std::vector<std::string> argv = mpirun(2);
-  argv.insert(argv.end(), {HEADGRAD_CLI, "train"});
-  for (const auto& a : small(out, 100000, {"--eval-every", "0", "--rank-timeout", "2"})) argv.push_back(a);
-  const pid_t job = start(argv, dir, "stopped");
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (lines_of(read_file(out + "/metrics.csv")).size() < 6 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const pid_t job =
+      start(train_argv(2, small(out, 100000, {"--eval-every", "0", "--rank-timeout", "2"})), dir, "stopped");
+  test_support::wait_for_lines(out + "/metrics.csv", 6);
   const pid_t rank1 = rank_pid_of(job, 1);
   REQUIRE(rank1 > 0);
   REQUIRE(kill(rank1, SIGSTOP) == 0); // as a debugger, a full node or a job control accident would
@@ -400,9 +393,7 @@ TEST_CASE("ranks that read different texts under the same vocabulary are refused
   // the same file name, other contents on each "machine" (working directory), the same characters
   for (const auto& [sub, line] : {std::pair{"a", "the cat sat on the mat.\n"}, std::pair{"b", "the mat sat on the cat.\n"}}) {
     fs::create_directories(dir / sub);
-    std::string text;
-    for (int i = 0; i < 30; ++i) text += line;
-    test_support::write_file(dir / (std::string(sub) + "/corpus.txt"), text);
+    test_support::write_file(dir / (std::string(sub) + "/corpus.txt"), test_support::repeated(line, 30));
   }
   std::vector<std::string> argv = {HEADGRAD_MPIEXEC, "--oversubscribe", "--bind-to", "none"};
   for (const char* sub : {"a", "b"}) {
@@ -416,25 +407,19 @@ TEST_CASE("ranks that read different texts under the same vocabulary are refused
   }
   const Result r = run(argv, dir);
   INFO("stderr: ", r.err);
-  CHECK(r.rc == 2);
-  const auto lines = r.headgrad_lines();
-  REQUIRE(lines.size() == 1);
-  CHECK(contains(lines[0], "headgrad train: the ranks read different texts: rank 1's --text corpus.txt has fingerprint "));
-  CHECK(contains(lines[0], "every rank must read the same contents"));
+  const std::string line = test_support::refusal_line(r.rc, r.headgrad_lines());
+  CHECK(contains(line, "headgrad train: the ranks read different texts: rank 1's --text corpus.txt has fingerprint "));
+  CHECK(contains(line, "every rank must read the same contents"));
   CHECK_FALSE(fs::exists(dir / "run/model.safetensors"));
 }
 
 TEST_CASE("Ctrl-C on mpirun: rank 0 saves one checkpoint and the job exits" * doctest::test_suite("mpi")) {
   TempDir dir;
   const std::string out = dir / "run";
-  std::vector<std::string> argv = mpirun(2);
-  argv.insert(argv.end(), {HEADGRAD_CLI, "train"});
-  for (const auto& a : small(out, 100000, {"--eval-every", "0"})) argv.push_back(a);
+  std::vector<std::string> argv = train_argv(2, small(out, 100000, {"--eval-every", "0"}));
   argv.erase(std::find(argv.begin(), argv.end(), "--quiet"));
   const pid_t job = start(argv, dir, "interrupted");
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (lines_of(read_file(out + "/metrics.csv")).size() < 6 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  test_support::wait_for_lines(out + "/metrics.csv", 6);
   REQUIRE(kill(job, SIGINT) == 0); // what a terminal's Ctrl-C sends mpirun
   const Result r = finish(job, dir, "interrupted", 30);
   INFO("stdout: ", r.out, "\nstderr: ", r.err);
@@ -452,20 +437,16 @@ TEST_CASE("refused with one line before training: a batch smaller than the ranks
   auto refused = [&](const std::vector<std::string>& argv, const std::string& want) {
     const Result r = run(argv, dir, test_support::simulated_blas_fallback());
     INFO("stderr: ", r.err);
-    CHECK(r.rc == 2);
-    const auto lines = r.headgrad_lines();
-    REQUIRE(lines.size() == 1);
-    CHECK(contains(lines[0], want));
+    CHECK(contains(test_support::refusal_line(r.rc, r.headgrad_lines()), want));
   };
-  std::vector<std::string> argv = mpirun(2);
-  argv.insert(argv.end(), {HEADGRAD_CLI, "train", "--batch", "1", "--out", dir / "a"});
-  refused(argv, "headgrad train: --batch 1 is smaller than the 2 ranks");
-  argv = mpirun(2);
-  argv.insert(argv.end(), {HEADGRAD_CLI, "train", "--shards", "1", "--out", dir / "a"});
-  refused(argv, "headgrad train: --shards 1 is fewer than the 2 ranks: each rank needs a shard");
+  refused(train_argv(2, {"--batch", "1", "--out", dir / "a"}),
+          "headgrad train: --batch 1 is smaller than the 2 ranks");
+  refused(train_argv(2, {"--shards", "1", "--out", dir / "a"}),
+          "headgrad train: --shards 1 is fewer than the 2 ranks: each rank needs a shard");
   // two programs in one job (mpirun's MPMD form), the second with another learning rate
-  argv = {HEADGRAD_MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", HEADGRAD_CLI, "train", "--lr", "0.01",
-          "--out", dir / "b", ":", "-np", "1", HEADGRAD_CLI, "train", "--lr", "0.02", "--out", dir / "b"};
+  std::vector<std::string> argv = {HEADGRAD_MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", HEADGRAD_CLI,
+                                   "train", "--lr", "0.01", "--out", dir / "b", ":", "-np", "1", HEADGRAD_CLI, "train",
+                                   "--lr", "0.02", "--out", dir / "b"};
   refused(argv, "headgrad train: ranks disagree on --lr: rank 1 has 0.02, rank 0 has 0.01");
   // a flag only rank 1 cannot read: rank 0 reports rank 1's error
   argv = {HEADGRAD_MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", HEADGRAD_CLI, "train",

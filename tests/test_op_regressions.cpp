@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <limits>
 
 #include "framework/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
@@ -13,30 +12,16 @@
 
 using namespace headgrad;
 using test_support::check_close;
+using test_support::check_same;
 using test_support::contains;
 using test_support::error_of;
+using test_support::kInf;
+using test_support::kNaN;
+using test_support::leaf;
 
 namespace {
 
 using V = std::vector<double>;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Tensor leaf(const V& v, const Dims& s, DType d = DType::f64) {
-  Tensor t = Tensor::from(v, s, d);
-  t.set_requires_grad(true);
-  return t;
-}
-
-// NaN-aware equality: NaN matches NaN, everything else must be equal.
-void check_same(const Tensor& t, const V& want) {
-  const V got = t.to_vector();
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element ", i, ": got ", got[i], ", want ", want[i]);
-    CHECK((std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i]));
-  }
-}
 
 // log(sum exp(row)) - row[t]: one position's cross-entropy.
 double ce_row(const V& row, int t) {

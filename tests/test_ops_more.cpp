@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <limits>
 
 #include "framework/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
@@ -19,13 +18,13 @@ using namespace headgrad;
 using test_support::check_close;
 using test_support::contains;
 using test_support::error_of;
+using test_support::kInf;
+using test_support::kNaN;
 
 namespace {
 
 using V = std::vector<double>;
 using I64 = std::vector<std::int64_t>;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Tensor T(const V& v, const Dims& s, DType d = DType::f64) { return Tensor::from(v, s, d); }
 Tensor B(const V& v, const Dims& s) { return Tensor::from(v, s, DType::bool8); }

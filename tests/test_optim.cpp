@@ -50,16 +50,21 @@ template <typename Opt, typename Options> std::vector<std::vector<double>> run3(
   return out;
 }
 
+// The parameter after each of the three steps, each value within relative `eps` of the wanted one.
+void check_steps(const std::vector<std::vector<double>>& ps, const std::vector<std::vector<double>>& want, double eps) {
+  for (int s = 0; s < 3; ++s) {
+    CAPTURE(s);
+    for (int i = 0; i < 2; ++i) CHECK(ps[s][i] == doctest::Approx(want[s][i]).epsilon(eps));
+  }
+}
+
 } // namespace
 
 TEST_CASE("SGD plain: p -= lr * g, three steps by hand") {
   // lr 0.1: w0 = 1 - 0.05 = 0.95 -> 0.94 -> 0.96; w1 = -2 + 0.1 = -1.9 -> -1.93 -> -1.97
   const auto ps = run3<SGD>(SGDOptions{0.1, 0.0, 0.0});
   const std::vector<std::vector<double>> want = {{0.95, -1.9}, {0.94, -1.93}, {0.96, -1.97}};
-  for (int s = 0; s < 3; ++s) {
-    CAPTURE(s);
-    for (int i = 0; i < 2; ++i) CHECK(ps[s][i] == doctest::Approx(want[s][i]).epsilon(1e-14));
-  }
+  check_steps(ps, want, 1e-14);
 }
 
 TEST_CASE("SGD momentum: buffer = grad at step 1, then mu * buf + g") {
@@ -69,10 +74,7 @@ TEST_CASE("SGD momentum: buffer = grad at step 1, then mu * buf + g") {
   // step 3: buf = 0.9 buf + g3 = (0.295, -0.14) p = (0.8655, -1.826)
   const auto ps = run3<SGD>(SGDOptions{0.1, 0.9, 0.0});
   const std::vector<std::vector<double>> want = {{0.95, -1.9}, {0.895, -1.84}, {0.8655, -1.826}};
-  for (int s = 0; s < 3; ++s) {
-    CAPTURE(s);
-    for (int i = 0; i < 2; ++i) CHECK(ps[s][i] == doctest::Approx(want[s][i]).epsilon(1e-14));
-  }
+  check_steps(ps, want, 1e-14);
 }
 
 TEST_CASE("SGD momentum + weight decay: g = grad + wd * p before the buffer") {
@@ -83,10 +85,7 @@ TEST_CASE("SGD momentum + weight decay: g = grad + wd * p before the buffer") {
   //         buf = (0.6606 - 0.11334, -0.8712 + 0.22168) = (0.54726, -0.64952); p = (0.811874, -1.718248)
   const auto ps = run3<SGD>(SGDOptions{0.1, 0.9, 0.1});
   const std::vector<std::vector<double>> want = {{0.94, -1.88}, {0.8666, -1.7832}, {0.811874, -1.718248}};
-  for (int s = 0; s < 3; ++s) {
-    CAPTURE(s);
-    for (int i = 0; i < 2; ++i) CHECK(ps[s][i] == doctest::Approx(want[s][i]).epsilon(1e-13));
-  }
+  check_steps(ps, want, 1e-13);
 }
 
 namespace {
@@ -119,10 +118,7 @@ TEST_CASE("Adam: three steps against the written-out rule") {
   CHECK(ps[0][0] == doctest::Approx(1.0 - 0.01 * 0.5 / (0.5 + 1e-8)).epsilon(1e-14));
   CHECK(ps[0][1] == doctest::Approx(-2.0 + 0.01 * 1.0 / (1.0 + 1e-8)).epsilon(1e-14));
   const auto want = adam_reference(0.01, 0.0, false);
-  for (int s = 0; s < 3; ++s) {
-    CAPTURE(s);
-    for (int i = 0; i < 2; ++i) CHECK(ps[s][i] == doctest::Approx(want[s][i]).epsilon(1e-13));
-  }
+  check_steps(ps, want, 1e-13);
   // Pinned step-3 values (computed once from the rule above with Python floats).
   CHECK(ps[2][0] == doctest::Approx(0.9785260531835489).epsilon(1e-12));
   CHECK(ps[2][1] == doctest::Approx(-1.9849209238476584).epsilon(1e-12));
@@ -131,8 +127,7 @@ TEST_CASE("Adam: three steps against the written-out rule") {
 TEST_CASE("Adam with weight decay: L2 folded into the gradient") {
   const auto ps = run3<Adam>(AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.1, false});
   const auto want = adam_reference(0.01, 0.1, false);
-  for (int s = 0; s < 3; ++s)
-    for (int i = 0; i < 2; ++i) CHECK(ps[s][i] == doctest::Approx(want[s][i]).epsilon(1e-13));
+  check_steps(ps, want, 1e-13);
   // differs from plain Adam (the decay changed the gradient)
   const auto plain = adam_reference(0.01, 0.0, false);
   CHECK(std::abs(ps[2][0] - plain[2][0]) > 1e-6);
@@ -143,8 +138,7 @@ TEST_CASE("AdamW: p *= 1 - lr * wd, then Adam without weight decay") {
   // step 1 by hand: w0 = 1 * (1 - 0.001) - 0.01 * 0.5 / (0.5 + 1e-8)
   CHECK(ps[0][0] == doctest::Approx(0.999 - 0.01 * 0.5 / (0.5 + 1e-8)).epsilon(1e-14));
   const auto want = adam_reference(0.01, 0.1, true);
-  for (int s = 0; s < 3; ++s)
-    for (int i = 0; i < 2; ++i) CHECK(ps[s][i] == doctest::Approx(want[s][i]).epsilon(1e-13));
+  check_steps(ps, want, 1e-13);
   const auto l2 = adam_reference(0.01, 0.1, false);
   CHECK(std::abs(ps[2][1] - l2[2][1]) > 1e-6); // decoupled is not the same as L2
 }

@@ -104,6 +104,35 @@ void set_grads(const nn::NamedTensors& ps, int step, bool zero_for_missing = fal
   }
 }
 
+// A fresh optimizer `which` on copies of ps, given deep copies of `state` (as from a checkpoint
+// file named `source`).
+struct Resumed {
+  nn::NamedTensors params;
+  std::unique_ptr<optim::Optimizer> opt;
+};
+Resumed resumed_copy(const std::string& which, const nn::NamedTensors& ps, const nn::NamedTensors& state,
+                     const std::string& source) {
+  Resumed r;
+  for (const auto& [n, p] : ps) r.params.emplace_back(n, golden::leaf_copy(p));
+  r.opt = make(which, r.params);
+  nn::NamedTensors copy;
+  for (const auto& [n, t] : state) copy.emplace_back(n, t.clone());
+  r.opt->load_state(copy, source);
+  return r;
+}
+
+// Steps `opt` on ps and the resumed copy on its own parameters from step `first` to kSteps with the
+// same gradients: every parameter must end equal bit for bit.
+void check_same_to_the_end(optim::Optimizer& opt, const nn::NamedTensors& ps, const Resumed& resumed, int first) {
+  for (int step = first; step <= kSteps; ++step) {
+    set_grads(ps, step);
+    set_grads(resumed.params, step);
+    opt.step();
+    resumed.opt->step();
+  }
+  for (std::size_t i = 0; i < ps.size(); ++i) CHECK(ps[i].second.to_vector() == resumed.params[i].second.to_vector());
+}
+
 } // namespace
 
 TEST_CASE("optimizers match torch.optim float32 bit for bit over 20 steps, every option, both zero_grad modes") {
@@ -175,24 +204,13 @@ TEST_CASE("optimizers: AMSGrad's running max is saved and loaded with the state"
   int maxes = 0;
   for (const auto& [n, t] : state) maxes += n.rfind("max_exp_avg_sq.", 0) == 0;
   CHECK(maxes == 3);
-  nn::NamedTensors qs;
-  for (const auto& [n, p] : ps) qs.emplace_back(n, golden::leaf_copy(p));
-  auto opt2 = make("adam_amsgrad", qs);
-  nn::NamedTensors copy;
-  for (const auto& [n, t] : state) copy.emplace_back(n, t.clone());
-  opt2->load_state(copy, "ams.st");
-  for (int step = 7; step <= kSteps; ++step) {
-    set_grads(ps, step);
-    set_grads(qs, step);
-    opt->step();
-    opt2->step();
-  }
-  for (std::size_t i = 0; i < ps.size(); ++i) CHECK(ps[i].second.to_vector() == qs[i].second.to_vector());
+  const Resumed resumed = resumed_copy("adam_amsgrad", ps, state, "ams.st");
+  check_same_to_the_end(*opt, ps, resumed, 7);
   // a state without the running max (written without amsgrad) is refused by name
   nn::NamedTensors plain;
   for (const auto& [n, t] : state)
     if (n.rfind("max_exp_avg_sq.", 0) != 0) plain.emplace_back(n, t.clone());
-  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { opt2->load_state(plain, "p.st"); }),
+  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { resumed.opt->load_state(plain, "p.st"); }),
                                "'max_exp_avg_sq.a' is missing"));
 }
 
@@ -229,21 +247,10 @@ TEST_CASE("optimizers: per-parameter steps survive state() and load_state mid-ru
     CHECK(names.count("step.c") == 1);
 
     // a fresh optimizer on copies, given deep copies of the state (as from a checkpoint file)
-    nn::NamedTensors qs;
-    for (const auto& [n, p] : ps) qs.emplace_back(n, golden::leaf_copy(p));
-    auto opt2 = make(which, qs);
-    nn::NamedTensors copy;
-    for (const auto& [n, t] : state) copy.emplace_back(n, t.clone());
-    opt2->load_state(copy, "mid.st");
-    CHECK(opt2->param_steps(1) == 7);
-    CHECK(opt2->param_steps(2) == 6);
-    for (int step = 11; step <= kSteps; ++step) {
-      set_grads(ps, step);
-      set_grads(qs, step);
-      opt->step();
-      opt2->step();
-    }
-    for (std::size_t i = 0; i < ps.size(); ++i) CHECK(ps[i].second.to_vector() == qs[i].second.to_vector());
+    const Resumed resumed = resumed_copy(which, ps, state, "mid.st");
+    CHECK(resumed.opt->param_steps(1) == 7);
+    CHECK(resumed.opt->param_steps(2) == 6);
+    check_same_to_the_end(*opt, ps, resumed, 11);
   }
 }
 

@@ -268,8 +268,7 @@ TEST_CASE("safetensors: refuses a header that is not a JSON object") {
   CHECK(std::all_of(msg.begin(), msg.end(), [](char c) { return c >= 0x20 && c <= 0x7e; }));
   // Nesting and width beyond anything the format needs are refused while parsing.
   CHECK_REFUSED(file_of(R"({"a":{"x":[[[1]]]}})"), "header nests objects or arrays deeper than the format allows");
-  std::string wide = "1";
-  for (int i = 0; i < 64; ++i) wide += ",1";
+  const std::string wide = "1" + test_support::repeated(",1", 64);
   CHECK_REFUSED(file_of("{\"a\":{\"shape\":[" + wide + "]}}"),
                 "header has an array with more than 64 elements");
 }

@@ -9,6 +9,7 @@
 #include "framework/ops/ops.hpp"
 #include "models/generate.hpp"
 #include "test_support.hpp"
+#include "tiny_models.hpp"
 #include "train/trainer.hpp"
 
 using namespace headgrad;
@@ -21,13 +22,7 @@ namespace {
 // A tiny model whose weights are large enough that its logits differ clearly between tokens (the
 // N(0, 0.02) init makes them nearly equal, and greedy decoding a matter of rounding).
 std::unique_ptr<GPT> tiny_gpt(DType dtype) {
-  GPTConfig c;
-  c.vocab = 9;
-  c.block_size = 8;
-  c.layers = 2;
-  c.heads = 2;
-  c.d_model = 8;
-  c.ffn = 16;
+  const GPTConfig c = tiny::gpt({.vocab = 9, .d_model = 8, .heads = 2, .layers = 2, .ffn = 16}, /*block_size=*/8);
   auto m = std::make_unique<GPT>(c, 4, dtype);
   Generator g(5);
   for (auto& p : m->parameters()) {
@@ -111,33 +106,13 @@ TEST_CASE("generate: the same seed gives the same tokens and another seed others
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_sample") {}
-};
+using test_support::TempDir; // named after this file
 
 // A checkpoint of a short text run (counting words), in dir / "run".
 std::string trained_checkpoint(const TempDir& dir) {
-  std::string text;
-  for (int r = 0; r < 40; ++r) text += "one two three four five six seven eight nine ten\n";
-  test_support::write_file(dir / "text.txt", text);
-  train::TrainOptions o;
-  o.run = train::RunConfig::text_defaults();
-  o.run.text = dir / "text.txt";
-  o.run.d_model = 16;
-  o.run.heads = 2;
-  o.run.layers = 1;
-  o.run.ffn = 32;
-  o.run.context = 16;
-  o.run.batch = 8;
-  o.run.lr = 1e-2;
-  o.run.warmup = 10;
-  o.run.steps = 120;
-  o.eval_every = 0;
-  o.eval_count = 20;
-  o.out_dir = dir / "run";
-  o.threads = 1;
-  o.quiet = true;
-  return train::train(o).checkpoint;
+  test_support::write_file(dir / "text.txt",
+                           test_support::repeated("one two three four five six seven eight nine ten\n", 40));
+  return train::train(tiny::text_training(dir / "text.txt", 120, dir / "run", /*eval_count=*/20)).checkpoint;
 }
 
 } // namespace
@@ -179,9 +154,7 @@ TEST_CASE("headgrad sample: bad flags are one line and exit code 2") {
   for (const auto& [args, part] : cases) {
     CAPTURE(part);
     const auto r = test_support::run_cli(args, dir.path);
-    CHECK(r.rc == 2);
-    REQUIRE(r.err_lines().size() == 1);
-    CHECK(contains(r.err_lines()[0], part));
+    CHECK(contains(test_support::refusal_line(r), part));
   }
 }
 
@@ -195,9 +168,7 @@ TEST_CASE("headgrad train --task text refuses an empty or binary or too short te
     const auto r = test_support::run_cli({"train", "--task", "text", "--text", dir / name, "--steps", "1",
                                           "--out", dir / "run"},
                                          dir.path);
-    CHECK(r.rc == 2);
-    REQUIRE(r.err_lines().size() == 1);
-    CHECK(contains(r.err_lines()[0], name));
+    CHECK(contains(test_support::refusal_line(r), name));
     CHECK_FALSE(std::filesystem::exists(dir / "run/model.safetensors"));
   }
 }

@@ -1,5 +1,6 @@
-// test_support.hpp - what the test files share: random tensors, closeness checks, the message of
-// a thrown exception, temporary directories, whole-file reads and writes, text helpers.
+// test_support.hpp - what the test files share: random tensors and leaves, closeness and NaN-aware
+// equality checks, the message of a thrown exception, temporary directories, whole-file reads and
+// writes, text helpers, running a program and the one line a refused run prints.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -12,7 +13,10 @@
 #include <csignal>
 #include <fcntl.h>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <limits>
+#include <source_location>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -36,6 +40,26 @@ using headgrad::Tensor;
 inline Tensor randn(const Dims& shape, std::uint64_t seed, DType dtype = DType::f64) {
   headgrad::Generator g(seed);
   return Tensor::normal(shape, 0.0, 1.0, g, dtype);
+}
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A tensor of these values that requires grad (a leaf of the graph).
+inline Tensor leaf(const std::vector<double>& v, const Dims& shape, DType dtype = DType::f64) {
+  Tensor t = Tensor::from(v, shape, dtype);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// NaN-aware equality: NaN matches NaN, everything else must be equal.
+inline void check_same(const Tensor& t, const std::vector<double>& want) {
+  const std::vector<double> got = t.to_vector();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element ", i, ": got ", got[i], ", want ", want[i]);
+    CHECK((std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i]));
+  }
 }
 
 // Every element close to the reference in numpy.isclose's (and torch.allclose's) sense:
@@ -74,6 +98,13 @@ inline std::size_t count_of(const std::string& s, const std::string& part) {
   std::size_t n = 0;
   for (std::size_t p = s.find(part); p != std::string::npos; p = s.find(part, p + part.size())) ++n;
   return n;
+}
+
+// `text`, n times over.
+inline std::string repeated(const std::string& text, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += text;
+  return s;
 }
 
 inline std::vector<std::string> lines_of(const std::string& s) {
@@ -116,10 +147,12 @@ inline void write_file(const fs::path& path, const std::string& bytes) {
 }
 
 // A fresh directory under the system temp dir, removed (with everything in it) at scope exit.
-// `tag` names it after the test file, so leftovers say where they came from.
+// It is named after the test file that makes it (or `tag`), so leftovers say where they came from.
 struct TempDir {
   fs::path path;
-  explicit TempDir(const std::string& tag = "test") {
+  explicit TempDir(std::source_location made_in = std::source_location::current())
+      : TempDir(fs::path(made_in.file_name()).stem().string()) {}
+  explicit TempDir(const std::string& tag) {
     static int n = 0;
     path = fs::temp_directory_path() / fmt::format("headgrad_{}_{}_{}", tag, ::getpid(), n++);
     fs::remove_all(path);
@@ -148,12 +181,15 @@ struct TempDir {
 using EnvChanges = std::vector<std::pair<std::string, std::string>>;
 
 // Starts argv (argv[0] a path) with stdout and stderr written to the given files, in `cwd` when
-// it is not empty. Returns the child's pid.
+// it is not empty. `in_child`, when given, runs in the child before anything else (e.g. to set a
+// resource limit). Returns the child's pid.
 inline pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path,
-                   const std::string& cwd = "", const EnvChanges& env = {}) {
+                   const std::string& cwd = "", const EnvChanges& env = {},
+                   const std::function<void()>& in_child = {}) {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    if (in_child) in_child();
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     for (const auto& [k, v] : env) {
       if (v.empty()) unsetenv(k.c_str());
@@ -189,6 +225,17 @@ inline int wait_for(pid_t pid, double timeout_s = 60) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
+// Waits until the file at `path` has at least `n` lines (a running child's log, e.g. metrics.csv),
+// or timeout_s has passed; returns whether it got there.
+inline bool wait_for_lines(const fs::path& path, std::size_t n, double timeout_s = 60) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (lines_of(read_file(path)).size() < n) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
 // An informational line of headgrad's ("headgrad: note: ..."), never an error: e.g. the start-up
 // notice printed when headgrad chose the OpenBLAS kernel itself, which happens only on CPUs where
 // OpenBLAS falls back to a generic kernel. Tests that count error lines skip these.
@@ -217,6 +264,19 @@ struct CliRun {
     return v;
   }
 };
+
+// The one line a refused run printed - the CLI's rule: exit code 2 and one line on stderr - of the
+// lines `lines` (a run's stderr lines without notes); the check fails otherwise.
+inline std::string refusal_line(int rc, const std::vector<std::string>& lines) {
+  CHECK(rc == 2);
+  REQUIRE(lines.size() == 1);
+  return lines[0];
+}
+// The same for a run (CliRun, or any with rc, out, err and err_lines()).
+template <typename Run> std::string refusal_line(const Run& r) {
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  return refusal_line(r.rc, r.err_lines());
+}
 
 // Runs the headgrad binary (HEADGRAD_CLI) with `args` in `cwd`, capturing stdout, stderr (in
 // files inside cwd) and the exit code. env: variables to set in the child ("" as the value: unset).

@@ -14,16 +14,10 @@ using test_support::error_of;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_text_data") {}
-};
+using test_support::TempDir; // named after this file
 
 // A text long enough for context 8 (the validation tenth holds 30 characters).
-std::string sample_text() {
-  std::string s;
-  for (int i = 0; i < 30; ++i) s += "the cat sat on a mat. ";
-  return s;
-}
+std::string sample_text() { return test_support::repeated("the cat sat on a mat. ", 30); }
 
 } // namespace
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "test_support.hpp"
+#include "tiny_models.hpp"
 #include "train/checkpoint.hpp"
 #include "train/dropout_state.hpp"
 #include "train/run_optimizer.hpp"
@@ -17,9 +18,7 @@ using test_support::error_of;
 
 namespace {
 
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_text_train") {}
-};
+using test_support::TempDir; // named after this file
 
 // A small text with structure to learn: counting words, over and over.
 std::string counting_text() {
@@ -32,26 +31,9 @@ std::string counting_text() {
 
 TrainOptions tiny_text(const TempDir& dir, std::int64_t steps) {
   test_support::write_file(dir / "text.txt", counting_text());
-  TrainOptions o;
-  o.run = RunConfig::text_defaults();
-  RunConfig& c = o.run;
-  c.text = dir / "text.txt";
-  c.d_model = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 32;
-  c.context = 16;
-  c.batch = 8;
-  c.lr = 1e-2;
-  c.min_lr = 1e-3;
-  c.warmup = 10;
-  c.steps = steps;
-  c.seed = 3;
-  o.eval_every = 0;
-  o.eval_count = 50;
-  o.out_dir = dir / "run";
-  o.threads = 1;
-  o.quiet = true;
+  TrainOptions o = tiny::text_training(dir / "text.txt", steps, dir / "run", /*eval_count=*/50);
+  o.run.min_lr = 1e-3;
+  o.run.seed = 3;
   return o;
 }
 
@@ -79,6 +61,16 @@ void check_exact_resume(TrainOptions o, const TempDir& dir) {
   rest.resume = dir / "halves/model.safetensors";
   (void)train::train(rest);
   CHECK(parameters_of(dir / "halves/model.safetensors") == parameters_of(dir / "whole/model.safetensors"));
+}
+
+// check_exact_resume once on one thread, once on two.
+void check_exact_resume_on_one_and_two_threads(TrainOptions o, const TempDir& dir) {
+  o.threads = 1;
+  SUBCASE("one thread") { check_exact_resume(o, dir); }
+  SUBCASE("two threads") {
+    o.threads = 2;
+    check_exact_resume(o, dir);
+  }
 }
 
 } // namespace
@@ -118,35 +110,15 @@ TEST_CASE("resume with dropout is exact: text task") {
   TempDir dir;
   TrainOptions o = tiny_text(dir, 12);
   o.run.dropout = 0.2;
-  check_exact_resume(o, dir);
-}
-
-TEST_CASE("resume with dropout is exact: text task on two threads") {
-  TempDir dir;
-  TrainOptions o = tiny_text(dir, 12);
-  o.run.dropout = 0.2;
-  o.threads = 2;
-  check_exact_resume(o, dir);
+  check_exact_resume_on_one_and_two_threads(o, dir);
 }
 
 TEST_CASE("resume with dropout is exact: toy task") {
   TrainOptions o;
-  RunConfig& c = o.run;
-  c.task = data::Task::copy;
-  c.vocab = 10;
-  c.d_model = 16;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 32;
-  c.max_len = 8;
-  c.min_len = 2;
-  c.batch = 16;
-  c.dropout = 0.3;
-  c.steps = 12;
-  c.seed = 2;
+  o.run = {.task = data::Task::copy, .steps = 12, .batch = 16, .d_model = 16, .heads = 2, .layers = 1, .ffn = 32,
+           .max_len = 8, .min_len = 2, .vocab = 10, .dropout = 0.3, .seed = 2};
   o.eval_every = 0;
   o.eval_count = 20;
-  o.threads = 1;
   o.quiet = true;
   // the attention weights' dropout too, on both paths (the fused op draws it itself); and the
   // resumed run computes as it is told (the path is not stored: it changes no parameter)
@@ -164,20 +136,10 @@ TEST_CASE("resume with dropout is exact: toy task") {
 TEST_CASE("a resumed run keeps its --attention: composed without dropout resumes exactly") {
   TempDir dir;
   TrainOptions o;
-  RunConfig& c = o.run;
-  c.task = data::Task::copy;
-  c.vocab = 10;
-  c.d_model = 16;
-  c.heads = 2;
-  c.layers = 2;
-  c.ffn = 32;
-  c.max_len = 8;
-  c.min_len = 2;
-  c.batch = 16;
-  c.attention = "composed"; // the resumed model used to run the fused op: equal up to rounding only (here,
-                            // with 2 layers, not bit for bit)
-  c.steps = 12;
-  c.seed = 2;
+  // the resumed model used to run the fused op: equal up to rounding only (here, with 2 layers,
+  // not bit for bit)
+  o.run = {.task = data::Task::copy, .steps = 12, .batch = 16, .d_model = 16, .heads = 2, .layers = 2, .ffn = 32,
+           .max_len = 8, .min_len = 2, .vocab = 10, .seed = 2, .attention = "composed"};
   o.eval_every = 0;
   o.eval_count = 20;
   o.threads = 1;

@@ -33,37 +33,17 @@ using test_support::contains;
 using test_support::count_of;
 using test_support::lines_of;
 using test_support::read_file;
-
-// Temporary directories named after this file.
-struct TempDir : test_support::TempDir {
-  TempDir() : test_support::TempDir("test_train") {}
-};
+using test_support::TempDir; // named after this file
 
 namespace {
 
 // The small copy-task run all tests start from.
 TrainOptions tiny(const std::string& out_dir, std::int64_t steps) {
   TrainOptions o;
-  RunConfig& c = o.run;
-  c.task = data::Task::copy;
-  c.vocab = 10;
-  c.d_model = 32;
-  c.heads = 2;
-  c.layers = 1;
-  c.ffn = 64;
-  c.max_len = 8;
-  c.min_len = 2;
-  c.batch = 32;
-  c.lr = 5e-3;
-  c.warmup = 20;
-  c.schedule = "constant"; // (RunConfig's default is cosine: a run of N steps would decay to 0 at N)
-  c.momentum = 0.9;
-  c.clip = 1.0;
-  c.optimizer = "adam";
-  c.weight_decay = 0.0;
-  c.dropout = 0.0;
-  c.steps = steps;
-  c.seed = 1;
+  // schedule constant: RunConfig's default is cosine, and a run of N steps would decay to 0 at N
+  o.run = {.task = data::Task::copy, .steps = steps, .batch = 32, .d_model = 32, .heads = 2, .layers = 1, .ffn = 64,
+           .max_len = 8, .min_len = 2, .vocab = 10, .lr = 5e-3, .optimizer = "adam", .weight_decay = 0.0,
+           .momentum = 0.9, .warmup = 20, .schedule = "constant", .clip = 1.0, .dropout = 0.0, .seed = 1};
   o.eval_every = 100;
   o.eval_count = 200;
   o.out_dir = out_dir;
@@ -378,33 +358,33 @@ TEST_CASE("non-finite loss: NonFiniteError names the step and a tensor, and the 
     CHECK(read_file(model_path) == model_bytes);
     CHECK(read_file(opt_path) == opt_bytes);
   }
-  SUBCASE("a poisoned parameter in the checkpoint: NaN loss") {
+  // Resumed from a copy poisoned by `poison`, the run fails with a message that starts with
+  // `starts` and contains `names`, and leaves the poisoned checkpoint as it was.
+  auto check_poisoned = [&](const std::function<void(models::SequenceModel&)>& poison, const std::string& starts,
+                            const std::string& names) {
     TempDir bad;
-    const std::string poisoned = poisoned_copy(bad, [](models::SequenceModel& m) {
-      m.dense->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
-    });
+    const std::string poisoned = poisoned_copy(bad, poison);
     TrainOptions r = o;
     r.out_dir = bad.path.string();
     const std::string msg = failure_of(r, bad / "model.safetensors");
     INFO("message: ", msg);
-    CHECK(msg.rfind("step 21: the loss is ", 0) == 0);
-    CHECK(contains(msg, "parameter 'dense.weight'"));
+    CHECK(msg.rfind(starts, 0) == 0);
+    CHECK(contains(msg, names));
     CHECK(read_file(bad / "model.safetensors") == poisoned); // nothing was overwritten
+  };
+  SUBCASE("a poisoned parameter in the checkpoint: NaN loss") {
+    check_poisoned(
+        [](models::SequenceModel& m) { m.dense->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN(); },
+        "step 21: the loss is ", "parameter 'dense.weight'");
   }
   SUBCASE("a poisoned parameter hidden from the loss (behind the FFN's ReLU): NaN gradients") {
     // ReLU maps NaN to 0 here (PyTorch would propagate it), so the loss stays finite and the
     // NaN only shows in other parameters' gradients; the message names the poisoned one too.
-    TempDir bad;
-    const std::string poisoned = poisoned_copy(bad, [](models::SequenceModel& m) {
-      m.blks[0]->ffn->dense1->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
-    });
-    TrainOptions r = o;
-    r.out_dir = bad.path.string();
-    const std::string msg = failure_of(r, bad / "model.safetensors");
-    INFO("message: ", msg);
-    CHECK(msg.rfind("step 21:", 0) == 0);
-    CHECK(contains(msg, "'blks.0.ffn.dense1.weight'"));
-    CHECK(read_file(bad / "model.safetensors") == poisoned); // nothing was overwritten
+    check_poisoned(
+        [](models::SequenceModel& m) {
+          m.blks[0]->ffn->dense1->weight.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+        },
+        "step 21:", "'blks.0.ffn.dense1.weight'");
   }
   SUBCASE("a poisoned parameter without clipping") {
     TempDir bad;
@@ -447,9 +427,7 @@ TEST_CASE("SIGINT through the CLI: exit 130, 'interrupted', a loadable checkpoin
   args.insert(args.end(), kTinyFlags.begin(), kTinyFlags.end());
   const Child c = spawn(args, dir, "run1");
   // The handler is installed before train() creates metrics.csv: wait for a few logged steps.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (lines_of(read_file(out + "/metrics.csv")).size() < 6 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  test_support::wait_for_lines(out + "/metrics.csv", 6, 30);
   REQUIRE(kill(c.pid, SIGINT) == 0);
   const int rc = wait_for(c);
   const std::string stdout_text = read_file(c.out_path);

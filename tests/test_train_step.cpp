@@ -21,17 +21,8 @@ using test_support::gradients_of;
 namespace {
 
 RunConfig tiny_run() {
-  RunConfig c;
-  c.task = data::Task::sort;
-  c.vocab = 9;
-  c.d_model = 8;
-  c.heads = 2;
-  c.layers = 2;
-  c.ffn = 12;
-  c.max_len = 6;
-  c.min_len = 2;
-  c.seed = 3;
-  return c;
+  return {.task = data::Task::sort, .d_model = 8, .heads = 2, .layers = 2, .ffn = 12, .max_len = 6, .min_len = 2,
+          .vocab = 9, .seed = 3};
 }
 
 struct Run {

@@ -44,26 +44,9 @@ models::ModelConfig RunConfig::model_config() const {
 }
 
 RunConfig RunConfig::text_defaults() {
-  RunConfig c;
-  c.task = data::Task::text;
-  c.steps = 2000;
-  c.batch = 12;
-  c.d_model = 128;
-  c.heads = 4;
-  c.layers = 4;
-  c.ffn = 4 * 128;
-  c.context = 64;
-  c.lr = 1e-3;
-  c.min_lr = 1e-4;
-  c.optimizer = "adamw";
-  c.weight_decay = 0.1;
-  c.decay = "matrices";
-  c.beta2 = 0.99;
-  c.warmup = 100;
-  c.schedule = "cosine";
-  c.clip = 1.0;
-  c.dropout = 0.0;
-  return c;
+  return {.task = data::Task::text, .steps = 2000, .batch = 12, .d_model = 128, .heads = 4, .layers = 4, .ffn = 4 * 128,
+          .lr = 1e-3, .optimizer = "adamw", .weight_decay = 0.1, .warmup = 100, .schedule = "cosine", .clip = 1.0,
+          .dropout = 0.0, .beta2 = 0.99, .min_lr = 1e-4, .decay = "matrices", .context = 64};
 }
 
 models::GPTConfig RunConfig::gpt_config() const {

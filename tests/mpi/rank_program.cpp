@@ -106,19 +106,29 @@ int user_module_mode(const std::string& prefix, std::int64_t rows) {
   return 0;
 }
 
+// Runs `attempt`, which must throw an E on this rank: prints "rank R <verb>: <what>" and returns 0
+// if it does, "rank R: <otherwise>" and 1 if it does not.
+template <typename E, typename F> int expect_thrown(F&& attempt, const char* verb, const char* otherwise) {
+  try {
+    attempt();
+  } catch (const E& e) {
+    std::printf("rank %d %s: %s\n", distributed::rank(), verb, e.what());
+    return 0;
+  }
+  std::printf("rank %d: %s\n", distributed::rank(), otherwise);
+  return 1;
+}
+
 int different_modules_mode() {
   user_module::TwoLayerNet same(1);
   Generator gen(2);
   nn::Linear other(4, 5, true, gen, DType::f64);
-  try {
-    if (distributed::rank() == 1) distributed::DataParallel ddp(other);
-    else distributed::DataParallel ddp(same);
-  } catch (const std::invalid_argument& e) {
-    std::printf("rank %d refused: %s\n", distributed::rank(), e.what());
-    return 0;
-  }
-  std::printf("rank %d: not refused\n", distributed::rank());
-  return 1;
+  return expect_thrown<std::invalid_argument>(
+      [&] {
+        if (distributed::rank() == 1) distributed::DataParallel ddp(other);
+        else distributed::DataParallel ddp(same);
+      },
+      "refused", "not refused");
 }
 
 int drift_mode() {
@@ -129,14 +139,8 @@ int drift_mode() {
     float& x = run.model->dense->bias.data<float>()[0];
     x = std::nextafter(x, 1.0f);
   }
-  try {
-    train::check_no_drift(*run.model, 3);
-  } catch (const distributed::CollectiveError& e) {
-    std::printf("rank %d stopped: %s\n", distributed::rank(), e.what());
-    return 0;
-  }
-  std::printf("rank %d: no drift found\n", distributed::rank());
-  return 1;
+  return expect_thrown<distributed::CollectiveError>([&] { train::check_no_drift(*run.model, 3); }, "stopped",
+                                                     "no drift found");
 }
 
 int stall_mode() {
