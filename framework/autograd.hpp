@@ -36,8 +36,9 @@ struct GradBuffer {
 //   n.grad_buffer(i)     the buffer itself and its `first_write` flag, for a backward that writes
 //                        its contribution directly (a gemm, a fused kernel). Kernels take the flag
 //                        as their `first_write` argument: on the first write they assign instead of
-//                        adding (no zero fill, no read of zeros); one that cannot cover every element
-//                        zero-fills first.
+//                        adding (no zero fill, no read of zeros; framework/kernels/first_write.hpp:
+//                        store_grad per element, first_write_beta for a gemm); one that cannot
+//                        cover every element zero-fills first.
 // When two inputs are one tensor (x * x), the second call finds the first's buffer
 // (first_write = false): write the gradients in the order you asked for them.
 struct Node {

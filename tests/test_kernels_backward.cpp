@@ -13,6 +13,8 @@
 #include "framework/kernels/accumulate.hpp"
 #include "framework/kernels/cross_entropy_rows.hpp"
 #include "framework/kernels/elementwise.hpp"
+#include "framework/kernels/first_write.hpp"
+#include "framework/kernels/gemm.hpp"
 #include "framework/kernels/layer_norm_rows.hpp"
 #include "framework/kernels/matmul_plan.hpp"
 #include "framework/kernels/row_bias.hpp"
@@ -330,4 +332,21 @@ TEST_CASE("softmax_backward with lengths and a keep mask: y (dy - dot) on kept k
   }
   CHECK(std::isnan(want[3 * cols]));  // a kept key of a row whose dot is NaN
   CHECK(want[3 * cols + 6] == 0.0);   // its masked keys: 0
+}
+
+TEST_CASE("first_write helpers: a first write ignores what the buffer holds, a later one adds") {
+  for (const bool first_write : {true, false}) {
+    CAPTURE(first_write);
+    std::vector<double> dst = start_buffer(3, first_write);
+    const std::vector<double> g = {0.5, -2.0, 0.0};
+    for (std::size_t i = 0; i < g.size(); ++i) kernels::store_grad(dst[i], g[i], first_write);
+    check_close(dst, expected(g, first_write), 0, 0);
+
+    // C (2x2) = A (2x3) B (3x2) through the gemm, C starting as the buffer does
+    const std::vector<double> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 0, 1, 1, 1};
+    std::vector<double> c = start_buffer(4, first_write);
+    kernels::gemm<double>(false, false, 2, 2, 3, 1.0, a.data(), 3, b.data(), 2,
+                          kernels::first_write_beta<double>(first_write), c.data(), 2);
+    check_close(c, expected({4, 5, 10, 11}, first_write), 0, 0);
+  }
 }

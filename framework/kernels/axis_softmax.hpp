@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "framework/kernels/first_write.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
@@ -74,7 +75,7 @@ void softmax_axis_backward(T* dx, bool first_write, const T* dy, const T* y, std
       for (std::int64_t i = 0; i < inner; ++i) {
         const std::int64_t at = base + k * inner + i;
         const T g = y[at] * (dy[at] - dot[i]);
-        dx[at] = first_write ? g : dx[at] + g;
+        store_grad(dx[at], g, first_write);
       }
   }
 }
@@ -125,7 +126,7 @@ void log_softmax_axis_backward(T* dx, bool first_write, const T* dy, const T* y,
       for (std::int64_t i = 0; i < inner; ++i) {
         const std::int64_t at = base + k * inner + i;
         const T g = dy[at] - std::exp(y[at]) * s[i];
-        dx[at] = first_write ? g : dx[at] + g;
+        store_grad(dx[at], g, first_write);
       }
   }
 }

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "framework/broadcast.hpp"
+#include "framework/kernels/first_write.hpp"
 #include "framework/kernels/gemm_batched.hpp"
 #include "framework/kernels/strided.hpp"
 
@@ -105,7 +106,7 @@ template <typename T>
 void matmul_backward_a(T* da, bool first_write, const T* dc, const T* b, const MatmulPlan& p, T alpha) {
   if (p.fold) { // dA (batch*M, K) = alpha dC (batch*M, N) op(B)^T
     const std::int64_t rows = p.batch.numel() * p.M;
-    gemm(false, !p.b.trans, rows, p.K, p.N, alpha, dc, p.N, b, p.b.ld, first_write ? T(0) : T(1), da, p.K);
+    gemm(false, !p.b.trans, rows, p.K, p.N, alpha, dc, p.N, b, p.b.ld, first_write_beta<T>(first_write), da, p.K);
     return;
   }
   // dA_i (+)= alpha dC_i op(B_i)^T: offsets (dC_i, B_i, dA_i)
@@ -119,7 +120,7 @@ template <typename T>
 void matmul_backward_b(T* db, bool first_write, const T* a, const T* dc, const MatmulPlan& p, T alpha) {
   if (p.fold) { // dB (K, N) = alpha op(A)^T (K, batch*M) dC (batch*M, N)
     const std::int64_t rows = p.batch.numel() * p.M;
-    gemm(true, false, p.K, p.N, rows, alpha, a, p.a.ld, dc, p.N, first_write ? T(0) : T(1), db, p.N);
+    gemm(true, false, p.K, p.N, rows, alpha, a, p.a.ld, dc, p.N, first_write_beta<T>(first_write), db, p.N);
     return;
   }
   // dB_i (+)= alpha op(A_i)^T dC_i: offsets (A_i, dC_i, dB_i)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "framework/kernels/first_write.hpp"
 #include "framework/kernels/isa/isa_namespace.hpp"
 #include "framework/kernels/parallel.hpp"
 #include "framework/kernels/vec_math.hpp"
@@ -116,7 +117,7 @@ inline void softmax_row_backward(T* dr, bool first_write, const T* gr, const T* 
   }
   for (std::int64_t j = 0; j < cols; ++j) {
     const T g = j < len && (!kr || kr[j]) ? yr[j] * (gr[j] - dot) : T(0);
-    dr[j] = first_write ? g : dr[j] + g;
+    store_grad(dr[j], g, first_write);
   }
 }
 

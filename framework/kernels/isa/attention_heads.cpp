@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "framework/kernels/first_write.hpp"
 #include "framework/kernels/gemm_batched.hpp"
 #include "framework/kernels/row_softmax.hpp"
 #include "framework/kernels/small_gemm.hpp"
@@ -83,8 +84,6 @@ template <typename T> void drop_weights(T* a, const T* p, const std::uint8_t* ke
   for (std::int64_t i = 0; i < n; ++i) a[i] = p[i] * (keep[i] ? scale : T(0));
 }
 
-template <typename T> T beta_of(bool first_write) { return first_write ? T(0) : T(1); }
-
 // x = 0 where |x| is below the smallest normal number, for an m x n block with row stride ld.
 // Attention that has learnt to look at few keys has weights P near 0 for the rest, and products
 // with them (the gradients of those keys' values) end up subnormal; every gemm that then reads
@@ -138,7 +137,7 @@ void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first
       drop_weights(dP, P, h.drop, h.drop_scale, Tq * Tk);
       A = dP;
     }
-    gemm1(true, false, Tk, dh, Tq, T(1), A, Tk, dO, h.ldo, beta_of<T>(v_first), dV, h.ldv);     // (3) dV = A^T dO
+    gemm1(true, false, Tk, dh, Tq, T(1), A, Tk, dO, h.ldo, first_write_beta<T>(v_first), dV, h.ldv);     // (3) dV = A^T dO
     flush_subnormal(dV, Tk, dh, h.ldv);
   }
   if (!dQ && !dK) return;
@@ -147,8 +146,8 @@ void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first
   for (std::int64_t i = 0; i < Tq; ++i)                                          // (2) dS = P (dP - rowsum(dP P))
     softmax_row_backward(dP + i * Tk, true, dP + i * Tk, P + i * Tk, Tk, h.len(i), h.keep_row(i)); // (in place)
   const T* dS = dP;
-  if (dQ) gemm1(false, false, Tq, dh, Tk, scale, dS, Tk, h.K, h.ldk, beta_of<T>(q_first), dQ, h.ldq); // (1) dQ = s dS K
-  if (dK) gemm1(true, false, Tk, dh, Tq, scale, dS, Tk, h.Q, h.ldq, beta_of<T>(k_first), dK, h.ldk);  // (1) dK = s dS^T Q
+  if (dQ) gemm1(false, false, Tq, dh, Tk, scale, dS, Tk, h.K, h.ldk, first_write_beta<T>(q_first), dQ, h.ldq); // (1) dQ = s dS K
+  if (dK) gemm1(true, false, Tk, dh, Tq, scale, dS, Tk, h.Q, h.ldq, first_write_beta<T>(k_first), dK, h.ldk);  // (1) dK = s dS^T Q
   if (dQ) flush_subnormal(dQ, Tq, dh, h.ldq);
   if (dK) flush_subnormal(dK, Tk, dh, h.ldk);
 }
