@@ -237,7 +237,7 @@ TEST_CASE("misuse: every function the public op headers declare has a row") {
   for (const char* header : {"framework/ops/ops.hpp", "framework/ops/compare.hpp", "framework/ops/sampling.hpp",
                              "framework/ops/nn_ops.hpp", "framework/ops/promotion.hpp"}) {
     for (const auto& fn : declared_in(header)) {
-      CHECK_MESSAGE(have.count(fn) == 1, header << " declares " << fn << " but the misuse table has no row for it");
+      CHECK_MESSAGE(have.count(fn) == 1, std::string(header) << " declares " << fn << " but the misuse table has no row for it");
       ++declared;
     }
   }
