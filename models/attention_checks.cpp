@@ -10,9 +10,6 @@
 namespace headgrad::checks {
 namespace {
 
-constexpr DType f64 = DType::f64;
-constexpr const char* kAttention = "attention"; // the group `headgrad gradcheck --filter` matches
-
 // transpose_qkv and transpose_output, the reshapes between the heads and the model width.
 void head_reshape_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kAttention, "transpose_qkv", "[2, 3, 8], heads 4", [] { return std::vector{randn({2, 3, 8}, 10)}; },
@@ -85,7 +82,7 @@ void multi_head_attention_rows(std::vector<GradcheckCase>& cases) {
       }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> models_attention_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   head_reshape_rows(cases);
   dot_product_attention_rows(cases);
@@ -93,7 +90,8 @@ std::vector<GradcheckCase> gradcheck_rows() {
   return cases;
 }
 
-const RegisterChecks registered({"models/attention", gradcheck_rows, nullptr});
+const RegisterChecks models_attention_registered({"models/attention", models_attention_gradcheck_rows,
+                                                  nullptr});
 
 } // namespace
 } // namespace headgrad::checks

@@ -9,9 +9,6 @@
 namespace headgrad::checks {
 namespace {
 
-constexpr DType f64 = DType::f64;
-constexpr const char* kModel = "model"; // the group `headgrad gradcheck --filter` matches
-
 // The causal language model (models/gpt.hpp), tiny: logits (fused and composed attention, tied
 // and untied output layer) and the next-token loss w.r.t. every parameter.
 void gpt_rows(std::vector<GradcheckCase>& cases) {
@@ -56,13 +53,13 @@ void gpt_rows(std::vector<GradcheckCase>& cases) {
                              }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> models_gpt_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   gpt_rows(cases);
   return cases;
 }
 
-const RegisterChecks registered({"models/gpt", gradcheck_rows, nullptr});
+const RegisterChecks models_gpt_registered({"models/gpt", models_gpt_gradcheck_rows, nullptr});
 
 } // namespace
 } // namespace headgrad::checks

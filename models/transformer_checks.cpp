@@ -9,10 +9,6 @@
 namespace headgrad::checks {
 namespace {
 
-constexpr DType f64 = DType::f64;
-constexpr const char* kLayers = "layers"; // the group `headgrad gradcheck --filter` matches
-constexpr const char* kModel = "model"; // the group `headgrad gradcheck --filter` matches
-
 // The FFN and an encoder block, w.r.t. the input and every parameter.
 void block_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(module_row(
@@ -65,14 +61,15 @@ void model_rows(std::vector<GradcheckCase>& cases) {
                              }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> models_transformer_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   block_rows(cases);
   model_rows(cases);
   return cases;
 }
 
-const RegisterChecks registered({"models/transformer", gradcheck_rows, nullptr});
+const RegisterChecks models_transformer_registered({"models/transformer", models_transformer_gradcheck_rows,
+                                                    nullptr});
 
 } // namespace
 } // namespace headgrad::checks

@@ -18,6 +18,12 @@ namespace headgrad::checks {
 
 using Inputs = std::vector<Tensor>;
 
+constexpr DType f64 = DType::f64;
+// The groups of the rows that are not ops.hpp's (`headgrad gradcheck --filter` matches them).
+constexpr const char* kAttention = "attention";
+constexpr const char* kLayers = "layers";
+constexpr const char* kModel = "model";
+
 // ---- gradient-check inputs (float64) -----------------------------------------------------------
 // N(0, 1).
 Tensor randn(const Dims& s, std::uint64_t seed);

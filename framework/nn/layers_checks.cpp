@@ -8,9 +8,6 @@
 namespace headgrad::checks {
 namespace {
 
-constexpr DType f64 = DType::f64;
-constexpr const char* kLayers = "layers"; // the group `headgrad gradcheck --filter` matches
-
 // nn::Sequential built in float32 and converted with Module::to(float64), as a user checks a
 // float32 block of their own: w.r.t. the input and every parameter, reported by name ("0.weight").
 void sequential_rows(std::vector<GradcheckCase>& cases) {
@@ -28,13 +25,13 @@ void sequential_rows(std::vector<GradcheckCase>& cases) {
       [](nn::Sequential& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> nn_layers_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   sequential_rows(cases);
   return cases;
 }
 
-const RegisterChecks registered({"framework/nn/layers", gradcheck_rows, nullptr});
+const RegisterChecks nn_layers_registered({"framework/nn/layers", nn_layers_gradcheck_rows, nullptr});
 
 } // namespace
 } // namespace headgrad::checks

@@ -11,8 +11,6 @@ namespace {
 
 using namespace misuse;
 
-constexpr const char* kAttention = "attention"; // the group `headgrad gradcheck --filter` matches
-
 // The fused attention op (ops::attention, ops::self_attention) w.r.t. q, k, v, with every mask
 // form: lengths with a zero-length row, per-query lengths, causal, a boolean keep mask.
 void fused_attention_rows(std::vector<GradcheckCase>& cases) {
@@ -86,14 +84,14 @@ void fused_attention_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_attention_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   fused_attention_rows(cases);
   return cases;
 }
 
 // Fused attention: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_attention_misuse_rows() {
   using namespace ops;
   return {
     {"attention", {f32({2, 3, 4}, 1), f32({2, 5, 4}, 2), f32({2, 5, 4}, 3), ints({2, 5}, {2}), bools(std::vector<double>(30, 1), {2, 3, 5})},
@@ -111,7 +109,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/attention", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_attention_registered({"framework/ops/attention", ops_attention_gradcheck_rows,
+                                               ops_attention_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -43,14 +43,14 @@ void axes_rows(OpRows& t) {
         [reversed](const Inputs& x) { return reversed(ops::chunk(ops::transpose(x[0], 0, 1), 2, 0), 0); });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_axes_gradcheck_rows() {
   OpRows t;
   axes_rows(t);
   return std::move(t.rows);
 }
 
 // Axes: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_axes_misuse_rows() {
   const Tensor m = f32({2, 3});
   using namespace ops;
   return {
@@ -65,7 +65,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/axes", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_axes_registered({"framework/ops/axes", ops_axes_gradcheck_rows,
+                                          ops_axes_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -12,7 +12,7 @@ namespace {
 using namespace misuse;
 
 // Comparisons: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_compare_misuse_rows() {
   const Tensor m = f32({2, 3}), v = f32({3});
   const Tensor mask = bools({1, 0, 1, 0, 1, 0}, {2, 3});
   using namespace ops;
@@ -35,7 +35,7 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/compare", nullptr, misuse_rows});
+const RegisterChecks ops_compare_registered({"framework/ops/compare", nullptr, ops_compare_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -11,9 +11,6 @@ namespace {
 
 using namespace misuse;
 
-constexpr DType f64 = DType::f64;
-constexpr const char* kLayers = "layers"; // the group `headgrad gradcheck --filter` matches
-
 // Cross-entropy with every mask, weight, ignore_index and reduction form.
 void cross_entropy_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "cross_entropy with mask", "logits [2, 3, 5], targets [2, 3]",
@@ -50,14 +47,14 @@ void cross_entropy_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_cross_entropy_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   cross_entropy_rows(cases);
   return cases;
 }
 
 // Cross-entropy: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_cross_entropy_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   const Tensor mask = bools({1, 0, 1, 0, 1, 0}, {2, 3});
   using namespace ops;
@@ -70,7 +67,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/cross_entropy", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_cross_entropy_registered({"framework/ops/cross_entropy", ops_cross_entropy_gradcheck_rows,
+                                                   ops_cross_entropy_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -12,8 +12,6 @@ namespace {
 
 using namespace misuse;
 
-constexpr const char* kLayers = "layers"; // the group `headgrad gradcheck --filter` matches
-
 // Dropout with a fixed mask and with a seeded one.
 void dropout_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "dropout_with_mask (fixed mask, p 0.25)", "x [3, 4]",
@@ -31,14 +29,14 @@ void dropout_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_dropout_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   dropout_rows(cases);
   return cases;
 }
 
 // Dropout: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_dropout_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   using namespace ops;
   return {
@@ -47,7 +45,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/dropout", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_dropout_registered({"framework/ops/dropout", ops_dropout_gradcheck_rows,
+                                             ops_dropout_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

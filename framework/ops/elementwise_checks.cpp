@@ -83,7 +83,7 @@ void elementwise_rows(OpRows& t) {
 }
 
 // A composition the models rely on.
-void composite_rows(OpRows& t) {
+void layer_norm_composite_rows(OpRows& t) {
   // mean and variance over the last axis (layer-norm-like), x used on several paths.
   t.add("sub mean / sqrt var composite", "[3, 5]", [] { return Inputs{randn({3, 5}, 803)}; },
         [](const Inputs& x) {
@@ -93,15 +93,15 @@ void composite_rows(OpRows& t) {
         });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_elementwise_gradcheck_rows() {
   OpRows t;
   elementwise_rows(t);
-  composite_rows(t);
+  layer_norm_composite_rows(t);
   return std::move(t.rows);
 }
 
 // Elementwise arithmetic: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_elementwise_misuse_rows() {
   const Tensor m = f32({2, 3}), v = f32({3});
   using namespace ops;
   return {
@@ -118,7 +118,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/elementwise", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_elementwise_registered({"framework/ops/elementwise", ops_elementwise_gradcheck_rows,
+                                                 ops_elementwise_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -36,14 +36,14 @@ void extrema_rows(OpRows& t) {
         [](const Inputs& x) { return ops::topk(ops::permute(x[0], {0, 2, 1}), 3, 1, false).values; });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_extrema_gradcheck_rows() {
   OpRows t;
   extrema_rows(t);
   return std::move(t.rows);
 }
 
 // Extrema: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_extrema_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   using namespace ops;
   return {
@@ -59,7 +59,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/extrema", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_extrema_registered({"framework/ops/extrema", ops_extrema_gradcheck_rows,
+                                             ops_extrema_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -40,14 +40,14 @@ void index_rows(OpRows& t) {
         [](const Inputs& x) { return ops::embedding(x[0], x[1]); });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_index_gradcheck_rows() {
   OpRows t;
   index_rows(t);
   return std::move(t.rows);
 }
 
 // Indexing: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_index_misuse_rows() {
   const Tensor x = f32({2, 3, 4}), m = f32({2, 3});
   using namespace ops;
   return {
@@ -57,7 +57,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/index", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_index_registered({"framework/ops/index", ops_index_gradcheck_rows,
+                                           ops_index_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

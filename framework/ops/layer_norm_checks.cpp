@@ -11,8 +11,6 @@ namespace {
 
 using namespace misuse;
 
-constexpr const char* kLayers = "layers"; // the group `headgrad gradcheck --filter` matches
-
 // Layer norm with and without its affine parameters, and fused with a residual add.
 void layer_norm_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "add_layer_norm", "x, y [2, 3, 6], w [6], b [6]",
@@ -32,14 +30,14 @@ void layer_norm_rows(std::vector<GradcheckCase>& cases) {
                       [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0].transpose(0, 1), x[1], Tensor()); }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_layer_norm_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   layer_norm_rows(cases);
   return cases;
 }
 
 // Layer norm: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_layer_norm_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   using namespace ops;
   return {
@@ -49,7 +47,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/layer_norm", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_layer_norm_registered({"framework/ops/layer_norm", ops_layer_norm_gradcheck_rows,
+                                                ops_layer_norm_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

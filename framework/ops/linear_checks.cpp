@@ -11,8 +11,6 @@ namespace {
 
 using namespace misuse;
 
-constexpr const char* kLayers = "layers"; // the group `headgrad gradcheck --filter` matches
-
 // Linear, with and without bias, and its fused activations.
 void linear_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kLayers, "linear with bias", "x [2, 3, 4], W [5, 4], b [5]",
@@ -40,14 +38,14 @@ void linear_rows(std::vector<GradcheckCase>& cases) {
                       [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1], x[2]); }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_linear_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   linear_rows(cases);
   return cases;
 }
 
 // Linear: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_linear_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   using namespace ops;
   return {
@@ -59,7 +57,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/linear", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_linear_registered({"framework/ops/linear", ops_linear_gradcheck_rows,
+                                            ops_linear_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

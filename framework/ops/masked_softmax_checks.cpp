@@ -11,8 +11,6 @@ namespace {
 
 using namespace misuse;
 
-constexpr const char* kAttention = "attention"; // the group `headgrad gradcheck --filter` matches
-
 // Masked softmax: every mask form, including a zero-length row.
 void masked_softmax_rows(std::vector<GradcheckCase>& cases) {
   cases.push_back(row(kAttention, "masked_softmax no mask", "[2, 3, 5]", [] { return std::vector{randn({2, 3, 5}, 1)}; },
@@ -70,14 +68,14 @@ void masked_softmax_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_masked_softmax_gradcheck_rows() {
   std::vector<GradcheckCase> cases;
   masked_softmax_rows(cases);
   return cases;
 }
 
 // Masked softmax: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_masked_softmax_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   using namespace ops;
   return {
@@ -91,7 +89,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/masked_softmax", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_masked_softmax_registered({"framework/ops/masked_softmax", ops_masked_softmax_gradcheck_rows,
+                                                    ops_masked_softmax_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

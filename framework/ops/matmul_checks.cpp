@@ -61,7 +61,7 @@ void matmul_rows(OpRows& t) {
 }
 
 // A composition the models rely on.
-void composite_rows(OpRows& t) {
+void attention_composite_rows(OpRows& t) {
   // attention-like: softmax(Q K^T / sqrt(d)) V with a transposed K.
   t.add("matmul attention composite", "Q [2, 3, 4], K [2, 5, 4], V [2, 5, 2]",
         [] { return Inputs{randn({2, 3, 4}, 800), randn({2, 5, 4}, 801), randn({2, 5, 2}, 802)}; },
@@ -71,15 +71,15 @@ void composite_rows(OpRows& t) {
         });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_matmul_gradcheck_rows() {
   OpRows t;
   matmul_rows(t);
-  composite_rows(t);
+  attention_composite_rows(t);
   return std::move(t.rows);
 }
 
 // Matmul: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_matmul_misuse_rows() {
   const Tensor x = f32({2, 3, 4}), m = f32({2, 3});
   using namespace ops;
   return {
@@ -88,7 +88,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/matmul", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_matmul_registered({"framework/ops/matmul", ops_matmul_gradcheck_rows,
+                                            ops_matmul_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

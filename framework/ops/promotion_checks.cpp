@@ -10,7 +10,7 @@ namespace {
 using namespace misuse;
 
 // Promotion: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_promotion_misuse_rows() {
   const Tensor m = f32({2, 3}), v = f32({3});
   using namespace ops;
   return {
@@ -19,7 +19,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/promotion", nullptr, misuse_rows});
+const RegisterChecks ops_promotion_registered({"framework/ops/promotion", nullptr,
+                                               ops_promotion_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

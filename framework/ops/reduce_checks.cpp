@@ -54,14 +54,14 @@ void reduce_rows(OpRows& t) {
         [](const Inputs& x) { return ops::sum_to(ops::transpose(x[0], 0, 1), {1, 4}); });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_reduce_gradcheck_rows() {
   OpRows t;
   reduce_rows(t);
   return std::move(t.rows);
 }
 
 // Reductions: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_reduce_misuse_rows() {
   const Tensor x = f32({2, 3, 4}), m = f32({2, 3});
   using namespace ops;
   return {
@@ -73,7 +73,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/reduce", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_reduce_registered({"framework/ops/reduce", ops_reduce_gradcheck_rows,
+                                            ops_reduce_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -10,7 +10,7 @@ namespace {
 using namespace misuse;
 
 // Sampling: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_sampling_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   using namespace ops;
   return {
@@ -21,7 +21,7 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/sampling", nullptr, misuse_rows});
+const RegisterChecks ops_sampling_registered({"framework/ops/sampling", nullptr, ops_sampling_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

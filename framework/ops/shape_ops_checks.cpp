@@ -113,7 +113,7 @@ void slice_rows(OpRows& t) {
         [](const Inputs& x) { return ops::concat({ops::transpose(x[0], 0, 1), x[1]}, 1); });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_shape_ops_gradcheck_rows() {
   OpRows t;
   shape_rows(t);
   slice_rows(t);
@@ -121,7 +121,7 @@ std::vector<GradcheckCase> gradcheck_rows() {
 }
 
 // Views and copies: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_shape_ops_misuse_rows() {
   const Tensor x = f32({2, 3, 4}), m = f32({2, 3});
   using namespace ops;
   return {
@@ -137,7 +137,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/shape_ops", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_shape_ops_registered({"framework/ops/shape_ops", ops_shape_ops_gradcheck_rows,
+                                               ops_shape_ops_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -52,14 +52,14 @@ void softmax_rows(OpRows& t) {
         [](const Inputs& x) { return ops::logsumexp(x[0], {}); });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_softmax_gradcheck_rows() {
   OpRows t;
   softmax_rows(t);
   return std::move(t.rows);
 }
 
 // Softmax family: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_softmax_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
   using namespace ops;
   return {
@@ -71,7 +71,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/softmax", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_softmax_registered({"framework/ops/softmax", ops_softmax_gradcheck_rows,
+                                             ops_softmax_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -60,14 +60,14 @@ void unary_rows(OpRows& t) {
         [](const Inputs& x) { return ops::clamp(x[0], std::nullopt, -0.25); });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_unary_gradcheck_rows() {
   OpRows t;
   unary_rows(t);
   return std::move(t.rows);
 }
 
 // Unary math: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_unary_misuse_rows() {
   const Tensor m = f32({2, 3});
   using namespace ops;
   return {
@@ -85,7 +85,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/unary", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_unary_registered({"framework/ops/unary", ops_unary_gradcheck_rows,
+                                           ops_unary_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -27,14 +27,14 @@ void where_rows(OpRows& t) {
         [](const Inputs& x) { return ops::masked_fill(x[0], Tensor::from({0, 1, 0}, {3}, DType::bool8), -2.5); });
 }
 
-std::vector<GradcheckCase> gradcheck_rows() {
+std::vector<GradcheckCase> ops_where_gradcheck_rows() {
   OpRows t;
   where_rows(t);
   return std::move(t.rows);
 }
 
 // Selection by a mask: one row per overload (a row's fn is the declared name; overloads share it).
-std::vector<MisuseRow> misuse_rows() {
+std::vector<MisuseRow> ops_where_misuse_rows() {
   const Tensor m = f32({2, 3}), v = f32({3});
   const Tensor mask = bools({1, 0, 1, 0, 1, 0}, {2, 3});
   using namespace ops;
@@ -44,7 +44,8 @@ std::vector<MisuseRow> misuse_rows() {
   };
 }
 
-const RegisterChecks registered({"framework/ops/where", gradcheck_rows, misuse_rows});
+const RegisterChecks ops_where_registered({"framework/ops/where", ops_where_gradcheck_rows,
+                                           ops_where_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks
