@@ -37,10 +37,10 @@ set(HEADGRAD_PRIVATE_HEADERS
   ops/attention_mask.hpp    # attention masks as the kernels take them (masked_softmax.cpp, attention.cpp)
   ops/dropout_draw.hpp      # how dropout draws its mask (dropout.cpp, attention.cpp)
   io/safetensors_format.hpp # the byte layout shared by the safetensors reader and writer
-  checks/registry.hpp       # the gradcheck and misuse rows' registry (headgrad_checks, not installed)
-  checks/row_helpers.hpp    # what those rows are built with
 )
-set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE)
+# Not installed either: kernels/, and checks/ (the registry of the gradcheck and misuse rows, which
+# are compiled into the headgrad command and the tests only: headgrad_checks).
+set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE PATTERN checks EXCLUDE)
 foreach(h ${HEADGRAD_PRIVATE_HEADERS})
   list(APPEND HEADGRAD_HEADER_EXCLUDES REGEX "/framework/${h}$" EXCLUDE)
 endforeach()
