@@ -11,7 +11,7 @@ namespace headgrad::checks {
 namespace {
 
 // transpose_qkv and transpose_output, the reshapes between the heads and the model width.
-void head_reshape_rows(std::vector<GradcheckCase>& cases) {
+void head_reshape_rows(GradcheckRows& cases) {
   cases.push_back(row(kAttention, "transpose_qkv", "[2, 3, 8], heads 4", [] { return std::vector{randn({2, 3, 8}, 10)}; },
                       [](const std::vector<Tensor>& x) { return models::transpose_qkv(x[0], 4); }));
   cases.push_back(row(kAttention, "transpose_output", "[8, 3, 2], heads 4", [] { return std::vector{randn({8, 3, 2}, 11)}; },
@@ -19,7 +19,7 @@ void head_reshape_rows(std::vector<GradcheckCase>& cases) {
 }
 
 // Dot-product attention, with and without valid_lens.
-void dot_product_attention_rows(std::vector<GradcheckCase>& cases) {
+void dot_product_attention_rows(GradcheckRows& cases) {
   cases.push_back(row(kAttention, "DotProductAttention lens [B']", "Q [4, 3, 2], K [4, 5, 2], V [4, 5, 3]",
                       [] {
                         return std::vector{randn({4, 3, 2}, 12), randn({4, 5, 2}, 13), randn({4, 5, 3}, 14),
@@ -38,7 +38,7 @@ void dot_product_attention_rows(std::vector<GradcheckCase>& cases) {
 }
 
 // Multi-head attention in both constructor signatures, w.r.t. the inputs and every weight.
-void multi_head_attention_rows(std::vector<GradcheckCase>& cases) {
+void multi_head_attention_rows(GradcheckRows& cases) {
   cases.push_back(module_row(
       kAttention, "MHA d2l, lens [B], q/k/v + W_q,W_k,W_v,W_o", "q [2, 3, 5], k [2, 4, 6], v [2, 4, 7], h 8/2",
       {{2, 3, 5}, {2, 4, 6}, {2, 4, 7}},
@@ -82,15 +82,7 @@ void multi_head_attention_rows(std::vector<GradcheckCase>& cases) {
       }));
 }
 
-std::vector<GradcheckCase> models_attention_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  head_reshape_rows(cases);
-  dot_product_attention_rows(cases);
-  multi_head_attention_rows(cases);
-  return cases;
-}
-
-const RegisterChecks models_attention_registered({"models/attention", models_attention_gradcheck_rows,
+const RegisterChecks models_attention_registered({"models/attention", {head_reshape_rows, dot_product_attention_rows, multi_head_attention_rows},
                                                   nullptr});
 
 } // namespace

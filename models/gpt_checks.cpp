@@ -11,16 +11,12 @@ namespace {
 
 // The causal language model (models/gpt.hpp), tiny: logits (fused and composed attention, tied
 // and untied output layer) and the next-token loss w.r.t. every parameter.
-void gpt_rows(std::vector<GradcheckCase>& cases) {
+void gpt_rows(GradcheckRows& cases) {
   auto make_gpt = [](bool tie, models::AttentionPath path) {
     return [tie, path] {
       models::GPTConfig cfg;
-      cfg.vocab = 7;
+      static_cast<models::StackConfig&>(cfg) = {.vocab = 7, .d_model = 4, .heads = 2, .layers = 2, .ffn = 8};
       cfg.block_size = 5;
-      cfg.layers = 2;
-      cfg.heads = 2;
-      cfg.d_model = 4;
-      cfg.ffn = 8;
       cfg.tie_weights = tie;
       cfg.attention = path;
       auto m = std::make_shared<models::GPT>(cfg, 81, f64);
@@ -53,13 +49,7 @@ void gpt_rows(std::vector<GradcheckCase>& cases) {
                              }));
 }
 
-std::vector<GradcheckCase> models_gpt_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  gpt_rows(cases);
-  return cases;
-}
-
-const RegisterChecks models_gpt_registered({"models/gpt", models_gpt_gradcheck_rows, nullptr});
+const RegisterChecks models_gpt_registered({"models/gpt", {gpt_rows}, nullptr});
 
 } // namespace
 } // namespace headgrad::checks

@@ -10,7 +10,7 @@ namespace headgrad::checks {
 namespace {
 
 // The FFN and an encoder block, w.r.t. the input and every parameter.
-void block_rows(std::vector<GradcheckCase>& cases) {
+void block_rows(GradcheckRows& cases) {
   cases.push_back(module_row(
       kLayers, "PositionWiseFFN", "x [2, 3, 4], ffn 6", {{2, 3, 4}},
       [] {
@@ -28,14 +28,10 @@ void block_rows(std::vector<GradcheckCase>& cases) {
 }
 
 // The whole reference model: logits and the masked loss w.r.t. every parameter.
-void model_rows(std::vector<GradcheckCase>& cases) {
+void model_rows(GradcheckRows& cases) {
   auto make_model = [] {
     models::ModelConfig cfg;
-    cfg.vocab = 7;
-    cfg.d_model = 4;
-    cfg.heads = 2;
-    cfg.layers = 2;
-    cfg.ffn = 6;
+    static_cast<models::StackConfig&>(cfg) = {.vocab = 7, .d_model = 4, .heads = 2, .layers = 2, .ffn = 6};
     cfg.max_len = 5;
     return std::make_shared<models::SequenceModel>(cfg, 80, f64);
   };
@@ -61,15 +57,7 @@ void model_rows(std::vector<GradcheckCase>& cases) {
                              }));
 }
 
-std::vector<GradcheckCase> models_transformer_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  block_rows(cases);
-  model_rows(cases);
-  return cases;
-}
-
-const RegisterChecks models_transformer_registered({"models/transformer", models_transformer_gradcheck_rows,
-                                                    nullptr});
+const RegisterChecks models_transformer_registered({"models/transformer", {block_rows, model_rows}, nullptr});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,6 +1,7 @@
 #include "framework/checks/registry.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 namespace headgrad::checks {
@@ -27,11 +28,10 @@ std::vector<CheckFamily> check_families() {
 }
 
 std::vector<GradcheckCase> gradcheck_cases() {
-  std::vector<GradcheckCase> all;
+  GradcheckRows rows;
   for (const auto& family : check_families())
-    if (family.gradcheck_rows)
-      for (auto& c : family.gradcheck_rows()) all.push_back(std::move(c));
-  return all;
+    for (auto add_rows : family.gradcheck_rows) add_rows(rows);
+  return std::move(rows.cases);
 }
 
 std::vector<GradcheckCase> gradcheck_cases(const std::string& group) {
@@ -43,9 +43,11 @@ std::vector<GradcheckCase> gradcheck_cases(const std::string& group) {
 
 std::vector<MisuseRow> misuse_rows() {
   std::vector<MisuseRow> all;
-  for (const auto& family : check_families())
-    if (family.misuse_rows)
-      for (auto& r : family.misuse_rows()) all.push_back(std::move(r));
+  for (const auto& family : check_families()) {
+    if (!family.misuse_rows) continue;
+    std::vector<MisuseRow> rows = family.misuse_rows();
+    all.insert(all.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+  }
   return all;
 }
 

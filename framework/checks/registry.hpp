@@ -13,6 +13,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/gradcheck.hpp"
@@ -42,12 +43,24 @@ struct MisuseRow {
   std::set<std::size_t> optional = {}; // positions where an undefined tensor is a valid argument
 };
 
+// What a file's row functions add to. Rows of group "ops" (framework/ops/ops.hpp's ops) by add(),
+// with the default tolerances unless a row says why not; the others by push_back.
+struct GradcheckRows {
+  std::vector<GradcheckCase> cases;
+  void push_back(GradcheckCase c) { cases.push_back(std::move(c)); }
+  void add(std::string name, std::string shapes, std::function<std::vector<Tensor>()> make, GradcheckFn fn,
+           GradcheckOptions opt = {}) {
+    cases.push_back(GradcheckCase{"ops", std::move(name), std::move(shapes), std::move(make), std::move(fn), opt});
+  }
+};
+
 // What one file registers: its family's name (the file's path without "_checks.cpp", e.g.
-// "framework/ops/softmax") and the functions that build its rows (either may be empty).
+// "framework/ops/softmax"), the functions that add its gradient-check rows, in order, and the one
+// that lists its misuse rows (or nullptr).
 struct CheckFamily {
   std::string name;
-  std::function<std::vector<GradcheckCase>()> gradcheck_rows;
-  std::function<std::vector<MisuseRow>()> misuse_rows;
+  std::vector<void (*)(GradcheckRows&)> gradcheck_rows;
+  std::vector<MisuseRow> (*misuse_rows)() = nullptr;
 };
 
 // A static one of these in each *_checks.cpp registers its family.

@@ -47,16 +47,6 @@ Tensor away_from(const Tensor& x, const std::vector<double>& points);
 Tensor ints(std::vector<std::int64_t> v, const Dims& s);
 
 // ---- row builders ------------------------------------------------------------------------------
-// The rows of group "ops" (framework/ops/ops.hpp's ops), with the default tolerances unless a row
-// says why not.
-struct OpRows {
-  std::vector<GradcheckCase> rows;
-  void add(std::string name, std::string shapes, std::function<Inputs()> make, GradcheckFn fn,
-           GradcheckOptions opt = {}) {
-    rows.push_back(GradcheckCase{"ops", std::move(name), std::move(shapes), std::move(make), std::move(fn), opt});
-  }
-};
-
 // A row over plain inputs: gradcheck copies them to float64 leaves.
 GradcheckCase row(std::string group, std::string name, std::string shapes, std::function<Inputs()> in,
                   GradcheckFn fn);

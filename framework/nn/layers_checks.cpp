@@ -10,7 +10,7 @@ namespace {
 
 // nn::Sequential built in float32 and converted with Module::to(float64), as a user checks a
 // float32 block of their own: w.r.t. the input and every parameter, reported by name ("0.weight").
-void sequential_rows(std::vector<GradcheckCase>& cases) {
+void sequential_rows(GradcheckRows& cases) {
   cases.push_back(module_row(
       kLayers, "Sequential Linear GELU LayerNorm Linear, float32 made float64 by Module::to",
       "x [2, 3, 4], 4 -> 6 -> 3", {{2, 3, 4}},
@@ -25,13 +25,7 @@ void sequential_rows(std::vector<GradcheckCase>& cases) {
       [](nn::Sequential& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
 }
 
-std::vector<GradcheckCase> nn_layers_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  sequential_rows(cases);
-  return cases;
-}
-
-const RegisterChecks nn_layers_registered({"framework/nn/layers", nn_layers_gradcheck_rows, nullptr});
+const RegisterChecks nn_layers_registered({"framework/nn/layers", {sequential_rows}, nullptr});
 
 } // namespace
 } // namespace headgrad::checks

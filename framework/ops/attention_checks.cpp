@@ -13,7 +13,7 @@ using namespace misuse;
 
 // The fused attention op (ops::attention, ops::self_attention) w.r.t. q, k, v, with every mask
 // form: lengths with a zero-length row, per-query lengths, causal, a boolean keep mask.
-void fused_attention_rows(std::vector<GradcheckCase>& cases) {
+void fused_attention_rows(GradcheckRows& cases) {
   auto lens = [](std::vector<std::int64_t> v, Dims shape) {
     ops::AttentionMask m;
     m.valid_lens = ints(std::move(v), shape);
@@ -84,12 +84,6 @@ void fused_attention_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> ops_attention_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  fused_attention_rows(cases);
-  return cases;
-}
-
 // Fused attention: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_attention_misuse_rows() {
   using namespace ops;
@@ -109,7 +103,7 @@ std::vector<MisuseRow> ops_attention_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_attention_registered({"framework/ops/attention", ops_attention_gradcheck_rows,
+const RegisterChecks ops_attention_registered({"framework/ops/attention", {fused_attention_rows},
                                                ops_attention_misuse_rows});
 
 } // namespace

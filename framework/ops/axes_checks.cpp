@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-void axes_rows(OpRows& t) {
+void axes_rows(GradcheckRows& t) {
   t.add("expand size-1 axes and a new leading axis", "[3, 1] -> [2, 3, 4]", [] { return Inputs{randn({3, 1}, 70)}; },
         [](const Inputs& x) { return ops::expand(x[0], {2, 3, 4}); });
   t.add("expand with -1 of a transpose view, then mul", "[1, 3]^T... [3, 1] -> [-1, 5] * [3, 5]",
@@ -43,12 +43,6 @@ void axes_rows(OpRows& t) {
         [reversed](const Inputs& x) { return reversed(ops::chunk(ops::transpose(x[0], 0, 1), 2, 0), 0); });
 }
 
-std::vector<GradcheckCase> ops_axes_gradcheck_rows() {
-  OpRows t;
-  axes_rows(t);
-  return std::move(t.rows);
-}
-
 // Axes: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_axes_misuse_rows() {
   const Tensor m = f32({2, 3});
@@ -65,8 +59,7 @@ std::vector<MisuseRow> ops_axes_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_axes_registered({"framework/ops/axes", ops_axes_gradcheck_rows,
-                                          ops_axes_misuse_rows});
+const RegisterChecks ops_axes_registered({"framework/ops/axes", {axes_rows}, ops_axes_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

@@ -12,7 +12,7 @@ namespace {
 using namespace misuse;
 
 // Cross-entropy with every mask, weight, ignore_index and reduction form.
-void cross_entropy_rows(std::vector<GradcheckCase>& cases) {
+void cross_entropy_rows(GradcheckRows& cases) {
   cases.push_back(row(kLayers, "cross_entropy with mask", "logits [2, 3, 5], targets [2, 3]",
                       [] {
                         return std::vector{randn({2, 3, 5}, 60), ints({1, 4, 0, 2, 2, 3}, {2, 3}),
@@ -47,12 +47,6 @@ void cross_entropy_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> ops_cross_entropy_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  cross_entropy_rows(cases);
-  return cases;
-}
-
 // Cross-entropy: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_cross_entropy_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
@@ -67,7 +61,7 @@ std::vector<MisuseRow> ops_cross_entropy_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_cross_entropy_registered({"framework/ops/cross_entropy", ops_cross_entropy_gradcheck_rows,
+const RegisterChecks ops_cross_entropy_registered({"framework/ops/cross_entropy", {cross_entropy_rows},
                                                    ops_cross_entropy_misuse_rows});
 
 } // namespace

@@ -13,7 +13,7 @@ namespace {
 using namespace misuse;
 
 // Dropout with a fixed mask and with a seeded one.
-void dropout_rows(std::vector<GradcheckCase>& cases) {
+void dropout_rows(GradcheckRows& cases) {
   cases.push_back(row(kLayers, "dropout_with_mask (fixed mask, p 0.25)", "x [3, 4]",
                       [] { return std::vector{randn({3, 4}, 50)}; },
                       [](const std::vector<Tensor>& x) {
@@ -29,12 +29,6 @@ void dropout_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> ops_dropout_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  dropout_rows(cases);
-  return cases;
-}
-
 // Dropout: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_dropout_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
@@ -45,7 +39,7 @@ std::vector<MisuseRow> ops_dropout_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_dropout_registered({"framework/ops/dropout", ops_dropout_gradcheck_rows,
+const RegisterChecks ops_dropout_registered({"framework/ops/dropout", {dropout_rows},
                                              ops_dropout_misuse_rows});
 
 } // namespace

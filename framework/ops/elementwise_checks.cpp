@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-template <typename Op> void binary_rows(OpRows& t, const char* name, const char* sym, Op op, bool div_like) {
+template <typename Op> void binary_rows(GradcheckRows& t, const char* name, const char* sym, Op op, bool div_like) {
   const std::uint64_t base = 100 + 20 * static_cast<std::uint64_t>(name[0] + name[1]);
   // The second operand of div is kept away from 0 (it is a divisor).
   auto rhs = [div_like](const Dims& s, std::uint64_t seed) { return div_like ? positive(s, seed) : randn(s, seed); };
@@ -32,7 +32,7 @@ template <typename Op> void binary_rows(OpRows& t, const char* name, const char*
         [op](const Inputs& x) { return op(x[0], x[0]); });
 }
 
-void elementwise_rows(OpRows& t) {
+void elementwise_rows(GradcheckRows& t) {
   binary_rows(t, "add", "+", [](const Tensor& a, const Tensor& b) { return ops::add(a, b); }, false);
   binary_rows(t, "sub", "-", [](const Tensor& a, const Tensor& b) { return ops::sub(a, b); }, false);
   binary_rows(t, "mul", "*", [](const Tensor& a, const Tensor& b) { return ops::mul(a, b); }, false);
@@ -83,7 +83,7 @@ void elementwise_rows(OpRows& t) {
 }
 
 // A composition the models rely on.
-void layer_norm_composite_rows(OpRows& t) {
+void layer_norm_composite_rows(GradcheckRows& t) {
   // mean and variance over the last axis (layer-norm-like), x used on several paths.
   t.add("sub mean / sqrt var composite", "[3, 5]", [] { return Inputs{randn({3, 5}, 803)}; },
         [](const Inputs& x) {
@@ -91,13 +91,6 @@ void layer_norm_composite_rows(OpRows& t) {
           Tensor var = ops::mean(ops::mul(c, c), {-1}, true);
           return ops::div(c, ops::sqrt(ops::add_scalar(var, 1e-5)));
         });
-}
-
-std::vector<GradcheckCase> ops_elementwise_gradcheck_rows() {
-  OpRows t;
-  elementwise_rows(t);
-  layer_norm_composite_rows(t);
-  return std::move(t.rows);
 }
 
 // Elementwise arithmetic: one row per overload (a row's fn is the declared name; overloads share it).
@@ -118,7 +111,7 @@ std::vector<MisuseRow> ops_elementwise_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_elementwise_registered({"framework/ops/elementwise", ops_elementwise_gradcheck_rows,
+const RegisterChecks ops_elementwise_registered({"framework/ops/elementwise", {elementwise_rows, layer_norm_composite_rows},
                                                  ops_elementwise_misuse_rows});
 
 } // namespace

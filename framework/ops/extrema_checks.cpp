@@ -12,7 +12,7 @@ namespace {
 using namespace misuse;
 
 // ---- extrema: the gradient goes to the selected element (inputs distinct, so no tie flips) -------
-void extrema_rows(OpRows& t) {
+void extrema_rows(GradcheckRows& t) {
   t.add("max last axis", "[3, 5] axis -1", [] { return Inputs{distinct({3, 5}, 420)}; },
         [](const Inputs& x) { return ops::max(x[0], -1); });
   t.add("max axis 0 keepdim", "[4, 3] axis 0 keepdim", [] { return Inputs{distinct({4, 3}, 421)}; },
@@ -36,12 +36,6 @@ void extrema_rows(OpRows& t) {
         [](const Inputs& x) { return ops::topk(ops::permute(x[0], {0, 2, 1}), 3, 1, false).values; });
 }
 
-std::vector<GradcheckCase> ops_extrema_gradcheck_rows() {
-  OpRows t;
-  extrema_rows(t);
-  return std::move(t.rows);
-}
-
 // Extrema: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_extrema_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
@@ -59,7 +53,7 @@ std::vector<MisuseRow> ops_extrema_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_extrema_registered({"framework/ops/extrema", ops_extrema_gradcheck_rows,
+const RegisterChecks ops_extrema_registered({"framework/ops/extrema", {extrema_rows},
                                              ops_extrema_misuse_rows});
 
 } // namespace

@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-void index_rows(OpRows& t) {
+void index_rows(GradcheckRows& t) {
   t.add("index_select axis 0, repeated indices", "[4, 3] idx [2, 0, 2, 3, 2]",
         [] { return Inputs{randn({4, 3}, 700), ints({2, 0, 2, 3, 2}, {5})}; },
         [](const Inputs& x) { return ops::index_select(x[0], 0, x[1]); });
@@ -40,12 +40,6 @@ void index_rows(OpRows& t) {
         [](const Inputs& x) { return ops::embedding(x[0], x[1]); });
 }
 
-std::vector<GradcheckCase> ops_index_gradcheck_rows() {
-  OpRows t;
-  index_rows(t);
-  return std::move(t.rows);
-}
-
 // Indexing: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_index_misuse_rows() {
   const Tensor x = f32({2, 3, 4}), m = f32({2, 3});
@@ -57,8 +51,7 @@ std::vector<MisuseRow> ops_index_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_index_registered({"framework/ops/index", ops_index_gradcheck_rows,
-                                           ops_index_misuse_rows});
+const RegisterChecks ops_index_registered({"framework/ops/index", {index_rows}, ops_index_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

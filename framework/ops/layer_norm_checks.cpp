@@ -12,7 +12,7 @@ namespace {
 using namespace misuse;
 
 // Layer norm with and without its affine parameters, and fused with a residual add.
-void layer_norm_rows(std::vector<GradcheckCase>& cases) {
+void layer_norm_rows(GradcheckRows& cases) {
   cases.push_back(row(kLayers, "add_layer_norm", "x, y [2, 3, 6], w [6], b [6]",
                       [] { return std::vector{randn({2, 3, 6}, 47), randn({2, 3, 6}, 48), randn({6}, 49), randn({6}, 53)}; },
                       [](const std::vector<Tensor>& x) { return ops::add_layer_norm(x[0], x[1], x[2], x[3]); }));
@@ -30,12 +30,6 @@ void layer_norm_rows(std::vector<GradcheckCase>& cases) {
                       [](const std::vector<Tensor>& x) { return ops::layer_norm(x[0].transpose(0, 1), x[1], Tensor()); }));
 }
 
-std::vector<GradcheckCase> ops_layer_norm_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  layer_norm_rows(cases);
-  return cases;
-}
-
 // Layer norm: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_layer_norm_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
@@ -47,7 +41,7 @@ std::vector<MisuseRow> ops_layer_norm_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_layer_norm_registered({"framework/ops/layer_norm", ops_layer_norm_gradcheck_rows,
+const RegisterChecks ops_layer_norm_registered({"framework/ops/layer_norm", {layer_norm_rows},
                                                 ops_layer_norm_misuse_rows});
 
 } // namespace

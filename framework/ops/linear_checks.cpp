@@ -12,7 +12,7 @@ namespace {
 using namespace misuse;
 
 // Linear, with and without bias, and its fused activations.
-void linear_rows(std::vector<GradcheckCase>& cases) {
+void linear_rows(GradcheckRows& cases) {
   cases.push_back(row(kLayers, "linear with bias", "x [2, 3, 4], W [5, 4], b [5]",
                       [] { return std::vector{randn({2, 3, 4}, 30), randn({5, 4}, 31), randn({5}, 32)}; },
                       [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1], x[2]); }));
@@ -38,12 +38,6 @@ void linear_rows(std::vector<GradcheckCase>& cases) {
                       [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1], x[2]); }));
 }
 
-std::vector<GradcheckCase> ops_linear_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  linear_rows(cases);
-  return cases;
-}
-
 // Linear: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_linear_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
@@ -57,8 +51,7 @@ std::vector<MisuseRow> ops_linear_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_linear_registered({"framework/ops/linear", ops_linear_gradcheck_rows,
-                                            ops_linear_misuse_rows});
+const RegisterChecks ops_linear_registered({"framework/ops/linear", {linear_rows}, ops_linear_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

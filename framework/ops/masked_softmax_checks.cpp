@@ -12,7 +12,7 @@ namespace {
 using namespace misuse;
 
 // Masked softmax: every mask form, including a zero-length row.
-void masked_softmax_rows(std::vector<GradcheckCase>& cases) {
+void masked_softmax_rows(GradcheckRows& cases) {
   cases.push_back(row(kAttention, "masked_softmax no mask", "[2, 3, 5]", [] { return std::vector{randn({2, 3, 5}, 1)}; },
                       [](const std::vector<Tensor>& x) { return ops::masked_softmax(x[0]); }));
   cases.push_back(row(kAttention, "masked_softmax 1-D lens", "[2, 3, 5], lens [2]",
@@ -68,12 +68,6 @@ void masked_softmax_rows(std::vector<GradcheckCase>& cases) {
                       }));
 }
 
-std::vector<GradcheckCase> ops_masked_softmax_gradcheck_rows() {
-  std::vector<GradcheckCase> cases;
-  masked_softmax_rows(cases);
-  return cases;
-}
-
 // Masked softmax: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_masked_softmax_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
@@ -89,7 +83,7 @@ std::vector<MisuseRow> ops_masked_softmax_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_masked_softmax_registered({"framework/ops/masked_softmax", ops_masked_softmax_gradcheck_rows,
+const RegisterChecks ops_masked_softmax_registered({"framework/ops/masked_softmax", {masked_softmax_rows},
                                                     ops_masked_softmax_misuse_rows});
 
 } // namespace

@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-void matmul_rows(OpRows& t) {
+void matmul_rows(GradcheckRows& t) {
   auto mm = [](const Inputs& x) { return ops::matmul(x[0], x[1]); };
   t.add("matmul 2-D", "[3, 4] @ [4, 2]", [] { return Inputs{randn({3, 4}, 600), randn({4, 2}, 601)}; }, mm);
   t.add("matmul 1-D @ 2-D", "[4] @ [4, 3]", [] { return Inputs{randn({4}, 602), randn({4, 3}, 603)}; }, mm);
@@ -61,7 +61,7 @@ void matmul_rows(OpRows& t) {
 }
 
 // A composition the models rely on.
-void attention_composite_rows(OpRows& t) {
+void attention_composite_rows(GradcheckRows& t) {
   // attention-like: softmax(Q K^T / sqrt(d)) V with a transposed K.
   t.add("matmul attention composite", "Q [2, 3, 4], K [2, 5, 4], V [2, 5, 2]",
         [] { return Inputs{randn({2, 3, 4}, 800), randn({2, 5, 4}, 801), randn({2, 5, 2}, 802)}; },
@@ -69,13 +69,6 @@ void attention_composite_rows(OpRows& t) {
           Tensor s = ops::mul_scalar(ops::matmul(x[0], ops::transpose(x[1], -1, -2)), 0.5);
           return ops::matmul(ops::softmax(s), x[2]);
         });
-}
-
-std::vector<GradcheckCase> ops_matmul_gradcheck_rows() {
-  OpRows t;
-  matmul_rows(t);
-  attention_composite_rows(t);
-  return std::move(t.rows);
 }
 
 // Matmul: one row per overload (a row's fn is the declared name; overloads share it).
@@ -88,7 +81,7 @@ std::vector<MisuseRow> ops_matmul_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_matmul_registered({"framework/ops/matmul", ops_matmul_gradcheck_rows,
+const RegisterChecks ops_matmul_registered({"framework/ops/matmul", {matmul_rows, attention_composite_rows},
                                             ops_matmul_misuse_rows});
 
 } // namespace

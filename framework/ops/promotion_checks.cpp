@@ -19,8 +19,7 @@ std::vector<MisuseRow> ops_promotion_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_promotion_registered({"framework/ops/promotion", nullptr,
-                                               ops_promotion_misuse_rows});
+const RegisterChecks ops_promotion_registered({"framework/ops/promotion", {}, ops_promotion_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

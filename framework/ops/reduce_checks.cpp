@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-void reduce_rows(OpRows& t) {
+void reduce_rows(GradcheckRows& t) {
   t.add("sum all axes", "[2, 3, 4] -> []", [] { return Inputs{randn({2, 3, 4}, 400)}; },
         [](const Inputs& x) { return ops::sum(x[0]); });
   t.add("sum one axis", "[2, 3, 4] axis 1", [] { return Inputs{randn({2, 3, 4}, 401)}; },
@@ -54,12 +54,6 @@ void reduce_rows(OpRows& t) {
         [](const Inputs& x) { return ops::sum_to(ops::transpose(x[0], 0, 1), {1, 4}); });
 }
 
-std::vector<GradcheckCase> ops_reduce_gradcheck_rows() {
-  OpRows t;
-  reduce_rows(t);
-  return std::move(t.rows);
-}
-
 // Reductions: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_reduce_misuse_rows() {
   const Tensor x = f32({2, 3, 4}), m = f32({2, 3});
@@ -73,8 +67,7 @@ std::vector<MisuseRow> ops_reduce_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_reduce_registered({"framework/ops/reduce", ops_reduce_gradcheck_rows,
-                                            ops_reduce_misuse_rows});
+const RegisterChecks ops_reduce_registered({"framework/ops/reduce", {reduce_rows}, ops_reduce_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

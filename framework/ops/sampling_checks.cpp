@@ -21,7 +21,7 @@ std::vector<MisuseRow> ops_sampling_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_sampling_registered({"framework/ops/sampling", nullptr, ops_sampling_misuse_rows});
+const RegisterChecks ops_sampling_registered({"framework/ops/sampling", {}, ops_sampling_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

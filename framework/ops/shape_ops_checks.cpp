@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-void shape_rows(OpRows& t) {
+void shape_rows(GradcheckRows& t) {
   // to_dtype: a float64 -> float32 -> float64 round trip rounds away most of a 1e-6 perturbation,
   // so these rows use values on a 1/64 grid and eps = 2^-10: every perturbed input, and every
   // product in the float32 mul, is then exact in float32, and the difference quotient measures
@@ -61,7 +61,7 @@ void shape_rows(OpRows& t) {
 }
 
 // ---- transposes, slices, views and concatenation -----------------------------------------------
-void slice_rows(OpRows& t) {
+void slice_rows(GradcheckRows& t) {
   t.add("transpose 2-D", "[3, 5]", [] { return Inputs{randn({3, 5}, 40)}; },
         [](const Inputs& x) { return ops::transpose(x[0], 0, 1); });
   t.add("transpose 3-D negative axes", "[2, 3, 4] (-1, 0)", [] { return Inputs{randn({2, 3, 4}, 41)}; },
@@ -113,13 +113,6 @@ void slice_rows(OpRows& t) {
         [](const Inputs& x) { return ops::concat({ops::transpose(x[0], 0, 1), x[1]}, 1); });
 }
 
-std::vector<GradcheckCase> ops_shape_ops_gradcheck_rows() {
-  OpRows t;
-  shape_rows(t);
-  slice_rows(t);
-  return std::move(t.rows);
-}
-
 // Views and copies: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_shape_ops_misuse_rows() {
   const Tensor x = f32({2, 3, 4}), m = f32({2, 3});
@@ -137,7 +130,7 @@ std::vector<MisuseRow> ops_shape_ops_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_shape_ops_registered({"framework/ops/shape_ops", ops_shape_ops_gradcheck_rows,
+const RegisterChecks ops_shape_ops_registered({"framework/ops/shape_ops", {shape_rows, slice_rows},
                                                ops_shape_ops_misuse_rows});
 
 } // namespace

@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-void softmax_rows(OpRows& t) {
+void softmax_rows(GradcheckRows& t) {
   t.add("softmax 1-D", "[5]", [] { return Inputs{randn({5}, 500)}; }, [](const Inputs& x) { return ops::softmax(x[0]); });
   t.add("softmax 2-D", "[3, 4]", [] { return Inputs{randn({3, 4}, 501)}; },
         [](const Inputs& x) { return ops::softmax(x[0]); });
@@ -52,12 +52,6 @@ void softmax_rows(OpRows& t) {
         [](const Inputs& x) { return ops::logsumexp(x[0], {}); });
 }
 
-std::vector<GradcheckCase> ops_softmax_gradcheck_rows() {
-  OpRows t;
-  softmax_rows(t);
-  return std::move(t.rows);
-}
-
 // Softmax family: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_softmax_misuse_rows() {
   const Tensor x = f32({2, 3, 4});
@@ -71,7 +65,7 @@ std::vector<MisuseRow> ops_softmax_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_softmax_registered({"framework/ops/softmax", ops_softmax_gradcheck_rows,
+const RegisterChecks ops_softmax_registered({"framework/ops/softmax", {softmax_rows},
                                              ops_softmax_misuse_rows});
 
 } // namespace

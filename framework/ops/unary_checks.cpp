@@ -10,7 +10,7 @@ namespace {
 
 using namespace misuse;
 
-void unary_rows(OpRows& t) {
+void unary_rows(GradcheckRows& t) {
   t.add("exp", "[2, 3]", [] { return Inputs{randn({2, 3}, 300)}; }, [](const Inputs& x) { return ops::exp(x[0]); });
   t.add("exp of a transpose view", "[4, 3]^T", [] { return Inputs{randn({4, 3}, 301)}; },
         [](const Inputs& x) { return ops::exp(ops::transpose(x[0], 0, 1)); });
@@ -60,12 +60,6 @@ void unary_rows(OpRows& t) {
         [](const Inputs& x) { return ops::clamp(x[0], std::nullopt, -0.25); });
 }
 
-std::vector<GradcheckCase> ops_unary_gradcheck_rows() {
-  OpRows t;
-  unary_rows(t);
-  return std::move(t.rows);
-}
-
 // Unary math: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_unary_misuse_rows() {
   const Tensor m = f32({2, 3});
@@ -85,8 +79,7 @@ std::vector<MisuseRow> ops_unary_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_unary_registered({"framework/ops/unary", ops_unary_gradcheck_rows,
-                                           ops_unary_misuse_rows});
+const RegisterChecks ops_unary_registered({"framework/ops/unary", {unary_rows}, ops_unary_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

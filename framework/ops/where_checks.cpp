@@ -11,7 +11,7 @@ namespace {
 using namespace misuse;
 
 // ---- selection by a mask ---------------------------------------------------------------------------
-void where_rows(OpRows& t) {
+void where_rows(GradcheckRows& t) {
   t.add("where broadcast condition", "where([2, 1] mask, [2, 3], [3])",
         [] { return Inputs{randn({2, 3}, 196), randn({3}, 197)}; },
         [](const Inputs& x) {
@@ -27,12 +27,6 @@ void where_rows(OpRows& t) {
         [](const Inputs& x) { return ops::masked_fill(x[0], Tensor::from({0, 1, 0}, {3}, DType::bool8), -2.5); });
 }
 
-std::vector<GradcheckCase> ops_where_gradcheck_rows() {
-  OpRows t;
-  where_rows(t);
-  return std::move(t.rows);
-}
-
 // Selection by a mask: one row per overload (a row's fn is the declared name; overloads share it).
 std::vector<MisuseRow> ops_where_misuse_rows() {
   const Tensor m = f32({2, 3}), v = f32({3});
@@ -44,8 +38,7 @@ std::vector<MisuseRow> ops_where_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_where_registered({"framework/ops/where", ops_where_gradcheck_rows,
-                                           ops_where_misuse_rows});
+const RegisterChecks ops_where_registered({"framework/ops/where", {where_rows}, ops_where_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks
