@@ -19,6 +19,12 @@ void fused_attention_rows(GradcheckRows& cases) {
     m.valid_lens = ints(std::move(v), shape);
     return m;
   };
+  auto causal = [](Tensor keep = Tensor()) {
+    ops::AttentionMask m;
+    m.causal = true;
+    m.keep = std::move(keep);
+    return m;
+  };
   cases.push_back(row(kAttention, "attention with lens [B], a zero length", "q [2, 3, 4], k, v [2, 5, 4], heads 2",
                       [] { return std::vector{randn({2, 3, 4}, 90), randn({2, 5, 4}, 91), randn({2, 5, 4}, 92)}; },
                       [lens](const std::vector<Tensor>& x) {
@@ -31,19 +37,13 @@ void fused_attention_rows(GradcheckRows& cases) {
                       }));
   cases.push_back(row(kAttention, "attention causal, with a keep mask", "q, k, v [1, 4, 4], heads 2",
                       [] { return std::vector{randn({1, 4, 4}, 96), randn({1, 4, 4}, 97), randn({1, 4, 4}, 98)}; },
-                      [](const std::vector<Tensor>& x) {
-                        ops::AttentionMask m;
-                        m.causal = true;
-                        m.keep = Tensor::from({1, 0, 1, 1}, {1, 4}, DType::bool8);
-                        return ops::attention(x[0], x[1], x[2], 2, m);
+                      [causal](const std::vector<Tensor>& x) {
+                        const Tensor keep = Tensor::from({1, 0, 1, 1}, {1, 4}, DType::bool8);
+                        return ops::attention(x[0], x[1], x[2], 2, causal(keep));
                       }));
   cases.push_back(row(kAttention, "self_attention (packed qkv), causal", "qkv [2, 3, 12], heads 2",
                       [] { return std::vector{randn({2, 3, 12}, 99)}; },
-                      [](const std::vector<Tensor>& x) {
-                        ops::AttentionMask m;
-                        m.causal = true;
-                        return ops::self_attention(x[0], 2, m);
-                      }));
+                      [causal](const std::vector<Tensor>& x) { return ops::self_attention(x[0], 2, causal()); }));
   cases.push_back(row(kAttention, "attention with keep per head and lens [B]", "q [2, 3, 4], k, v [2, 4, 4], heads 2",
                       [] { return std::vector{randn({2, 3, 4}, 100), randn({2, 4, 4}, 101), randn({2, 4, 4}, 102)}; },
                       [](const std::vector<Tensor>& x) {
@@ -57,13 +57,11 @@ void fused_attention_rows(GradcheckRows& cases) {
                       }));
   cases.push_back(row(kAttention, "self_attention causal, keep per head", "qkv [1, 4, 12], heads 2",
                       [] { return std::vector{randn({1, 4, 12}, 104)}; },
-                      [](const std::vector<Tensor>& x) {
-                        ops::AttentionMask m;
-                        m.causal = true;
-                        m.keep = Tensor::from({1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1,
-                                               1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0},
-                                              {1, 2, 4, 4}, DType::bool8);
-                        return ops::self_attention(x[0], 2, m);
+                      [causal](const std::vector<Tensor>& x) {
+                        const Tensor keep = Tensor::from({1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1,
+                                                          1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0},
+                                                         {1, 2, 4, 4}, DType::bool8);
+                        return ops::self_attention(x[0], 2, causal(keep));
                       }));
   // attention dropout draws its flags from the generator: a fresh generator of one seed per call
   // gives every evaluation of the difference quotient the same flags
@@ -76,11 +74,9 @@ void fused_attention_rows(GradcheckRows& cases) {
                       }));
   cases.push_back(row(kAttention, "self_attention causal, dropout 0.5 (seeded)", "qkv [2, 4, 12], heads 2",
                       [] { return std::vector{randn({2, 4, 12}, 109)}; },
-                      [](const std::vector<Tensor>& x) {
-                        ops::AttentionMask m;
-                        m.causal = true;
+                      [causal](const std::vector<Tensor>& x) {
                         Generator g(110);
-                        return ops::self_attention(x[0], 2, m, nullptr, 0, {0.5, &g});
+                        return ops::self_attention(x[0], 2, causal(), nullptr, 0, {0.5, &g});
                       }));
 }
 
