@@ -38,7 +38,9 @@ set(HEADGRAD_PRIVATE_HEADERS
   ops/dropout_draw.hpp      # how dropout draws its mask (dropout.cpp, attention.cpp)
   io/safetensors_format.hpp # the byte layout shared by the safetensors reader and writer
 )
-set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE)
+# Not installed either: kernels/, and checks/ (the registry of the gradcheck and misuse rows, which
+# are compiled into the headgrad command and the tests only: headgrad_checks).
+set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE PATTERN checks EXCLUDE)
 foreach(h ${HEADGRAD_PRIVATE_HEADERS})
   list(APPEND HEADGRAD_HEADER_EXCLUDES REGEX "/framework/${h}$" EXCLUDE)
 endforeach()

@@ -9,13 +9,12 @@
 #include <vector>
 
 #include "framework/autograd.hpp"
+#include "framework/checks/registry.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/random.hpp"
 #include "tests/test_support.hpp"
-#include "train/cli/gradcheck_table.hpp"
 
 using namespace headgrad;
-using headgrad::cli::op_gradcheck_cases;
 using test_support::check_close;
 using test_support::contains;
 using test_support::error_of;
@@ -304,7 +303,9 @@ TEST_CASE("autograd: a long chain does not overflow the stack") {
 TEST_CASE("autograd: backward kernels accumulate into an existing gradient (every gradcheck row)") {
   // dlib's test_layer contract: run backward once to pre-fill each leaf's gradient, then again on
   // a fresh graph; a kernel that writes (=) instead of adding (+=) leaves g1 instead of 2 g1.
-  for (const auto& c : op_gradcheck_cases()) {
+  const auto cases = checks::gradcheck_cases("ops"); // registered beside the ops (framework/ops/*_checks.cpp)
+  REQUIRE(cases.size() >= 100);
+  for (const auto& c : cases) {
     std::vector<Tensor> xs = c.make_inputs();
     for (auto& t : xs)
       if (is_float(t.dtype())) t.set_requires_grad(true);
@@ -332,7 +333,9 @@ TEST_CASE("autograd: backward kernels accumulate into an existing gradient (ever
 TEST_CASE("autograd: float32 gradients match float64 for every gradcheck row") {
   // The gradcheck runs the float64 instantiation of each kernel; training runs float32. Same
   // rows, inputs cast to float32: the analytical gradients must agree to float32 precision.
-  for (const auto& c : op_gradcheck_cases()) {
+  const auto cases = checks::gradcheck_cases("ops"); // registered beside the ops (framework/ops/*_checks.cpp)
+  REQUIRE(cases.size() >= 100);
+  for (const auto& c : cases) {
     if (c.name.rfind("to_dtype", 0) == 0) continue; // these rows convert dtypes on purpose
     auto grads = [&](DType d) {
       std::vector<Tensor> xs = c.make_inputs();

@@ -1,6 +1,8 @@
-// The gradient-check table (train/cli/gradcheck_ops.cpp, train/cli/gradcheck_models.cpp): every
-// row must pass the float64 gradcheck at its tolerances, and every op in framework/ops/ops.hpp must
-// have at least one row.
+// The gradient-check table (the rows each op family and model registers beside its code,
+// framework/checks/registry.hpp): every row must pass the float64 gradcheck at its tolerances, and
+// every op the public op headers declare must have rows. The ops are found in the headers and the
+// rows by registration, so an op declared without rows, or a family whose rows are not registered
+// (or not linked), fails here.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -8,42 +10,28 @@
 #include <set>
 #include <string>
 
+#include "framework/checks/registry.hpp"
 #include "tests/test_support.hpp"
-#include "train/cli/gradcheck_table.hpp"
 
 using namespace headgrad;
-using namespace headgrad::cli;
+using namespace headgrad::checks;
 
 namespace {
-
-// Every op declared in framework/ops/ops.hpp. Kept by hand so the list is readable here; the
-// "ops.hpp" test below also parses the header, so an op added there without rows fails.
-const std::vector<std::string> kOps = {
-    "to_dtype", "clone", "reshape", "view", "permute", "transpose", "slice", "concat",            //
-    "expand", "squeeze", "unsqueeze", "stack", "split", "chunk",                                  //
-    "add", "sub", "mul", "div", "pow", "where", "masked_fill",                                    //
-    "neg", "add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar",                              //
-    "exp", "log", "sqrt", "tanh", "relu", "gelu", "abs", "sigmoid", "clamp",                      //
-    "sum", "mean", "var", "std", "sum_to",                                                        //
-    "max", "min", "max_with_indices", "min_with_indices", "topk",                                 //
-    "softmax", "log_softmax", "logsumexp",                                                        //
-    "matmul",                                                                                     //
-    "index_select", "gather", "embedding"};
 
 // A row's op is the first word of its name ("matmul batched 3-D" -> "matmul").
 std::string op_of(const GradcheckCase& c) { return c.name.substr(0, c.name.find(' ')); }
 
-std::set<std::string> ops_with_rows() {
+std::set<std::string> ops_with_rows(const std::vector<GradcheckCase>& cases) {
   std::set<std::string> s;
-  for (const auto& c : op_gradcheck_cases()) s.insert(op_of(c));
+  for (const auto& c : cases) s.insert(op_of(c));
   return s;
 }
 
-// The ops a header declares: lines "Tensor name(..." at the start of a line.
+// The ops a header declares: "Tensor name(" at the start of a line (or the pieces of a split, or
+// values with indices).
 std::set<std::string> ops_declared_in(const std::string& header) {
   const std::string text = test_support::read_file(std::string(HEADGRAD_SOURCE_DIR) + "/" + header);
   REQUIRE_FALSE(text.empty());
-  // "Tensor name(" at the start of a line (or the pieces of a split, or values with indices)
   const std::regex decl(R"(^(?:Tensor|std::vector<Tensor>|ValuesIndices) ([a-z_0-9]+)\()", std::regex::multiline);
   std::set<std::string> declared;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it)
@@ -54,7 +42,7 @@ std::set<std::string> ops_declared_in(const std::string& header) {
 } // namespace
 
 TEST_CASE("gradcheck table: every row passes") {
-  const auto cases = all_gradcheck_cases();
+  const auto cases = gradcheck_cases();
   REQUIRE(!cases.empty());
   int failed = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -84,12 +72,9 @@ TEST_CASE("gradcheck table: every row passes") {
 }
 
 TEST_CASE("gradcheck table: size, names and groups") {
-  const auto ops = op_gradcheck_cases();
+  const auto ops = gradcheck_cases("ops");
   CHECK(ops.size() >= 100);
-  std::set<std::string> names;
   for (const auto& c : ops) {
-    CHECK(c.group == "ops");
-    CHECK_MESSAGE(names.insert(c.name).second, "duplicate row name: " << c.name);
     CHECK_MESSAGE(!c.shapes.empty(), c.name << ": empty shapes string");
     CHECK(c.make_inputs);
     CHECK(c.fn);
@@ -100,27 +85,31 @@ TEST_CASE("gradcheck table: size, names and groups") {
     for (const auto& x : c.make_inputs())
       CHECK_MESSAGE((x.dtype() == DType::f64 || x.dtype() == DType::i64), c.name);
   }
-  // all = ops then models
-  CHECK(all_gradcheck_cases().size() == ops.size() + model_gradcheck_cases().size());
-}
-
-TEST_CASE("gradcheck table: every op in the list has rows") {
-  const auto have = ops_with_rows();
-  for (const auto& op : kOps) CHECK_MESSAGE(have.count(op) == 1, "no gradcheck row for op " << op);
-  // and every row's first word is an op from the list (catches typos like "matmull ...")
-  const std::set<std::string> known(kOps.begin(), kOps.end());
-  for (const auto& op : have) CHECK_MESSAGE(known.count(op) == 1, "row names unknown op " << op);
-}
-
-TEST_CASE("gradcheck table: every op declared in ops.hpp has rows") {
-  const std::set<std::string> declared = ops_declared_in("framework/ops/ops.hpp");
-  CHECK(declared.size() >= kOps.size());
-  const std::set<std::string> listed(kOps.begin(), kOps.end());
-  const auto have = ops_with_rows();
-  for (const auto& op : declared) {
-    CHECK_MESSAGE(listed.count(op) == 1, "ops.hpp declares " << op << " but the test's list lacks it");
-    CHECK_MESSAGE(have.count(op) == 1, "ops.hpp declares " << op << " but the table has no row for it");
+  // Row names are unique over the whole table (`--filter` finds one row by its name), and every
+  // row is in a group the command's --filter documents.
+  std::set<std::string> names;
+  const std::set<std::string> groups = {"ops", "attention", "layers", "model"};
+  const auto all = gradcheck_cases();
+  for (const auto& c : all) {
+    CHECK_MESSAGE(names.insert(c.name).second, "duplicate row name: " << c.name);
+    CHECK_MESSAGE(groups.count(c.group) == 1, c.name << ": unknown group " << c.group);
   }
+  // The order is deterministic: by family name, then in file order.
+  const auto again = gradcheck_cases();
+  REQUIRE(again.size() == all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) CHECK(again[i].name == all[i].name);
+  const auto families = check_families();
+  for (std::size_t i = 1; i < families.size(); ++i) CHECK(families[i - 1].name < families[i].name);
+}
+
+TEST_CASE("gradcheck table: every op declared in ops.hpp has rows, and every op row names one") {
+  const std::set<std::string> declared = ops_declared_in("framework/ops/ops.hpp");
+  CHECK(declared.size() >= 50);
+  const auto have = ops_with_rows(gradcheck_cases("ops"));
+  for (const auto& op : declared)
+    CHECK_MESSAGE(have.count(op) == 1, "ops.hpp declares " << op << " but no registered gradcheck row names it");
+  // and every op row's first word is an op ops.hpp declares (catches typos like "matmull ...")
+  for (const auto& op : have) CHECK_MESSAGE(declared.count(op) == 1, "a row names " << op << ", not declared in ops.hpp");
 }
 
 TEST_CASE("gradcheck table: every op declared in nn_ops.hpp has rows") {
@@ -128,9 +117,8 @@ TEST_CASE("gradcheck table: every op declared in nn_ops.hpp has rows") {
   // sequence_mask builds a bool mask from integer lengths: nothing to differentiate.
   const std::set<std::string> not_differentiable = {"sequence_mask"};
   CHECK(declared.size() >= 10);
-  std::set<std::string> have;
-  for (const auto& c : all_gradcheck_cases()) have.insert(op_of(c));
+  const auto have = ops_with_rows(gradcheck_cases());
   for (const auto& op : declared)
     if (!not_differentiable.count(op))
-      CHECK_MESSAGE(have.count(op) == 1, "nn_ops.hpp declares " << op << " but the table has no row for it");
+      CHECK_MESSAGE(have.count(op) == 1, "nn_ops.hpp declares " << op << " but no registered gradcheck row names it");
 }

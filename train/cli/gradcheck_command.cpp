@@ -1,10 +1,11 @@
-// gradcheck_command.cpp - `headgrad gradcheck [--filter TEXT]`: the gradient-check table, one row
-// per case.
+// gradcheck_command.cpp - `headgrad gradcheck [--filter TEXT]`: runs the gradient-check rows every op
+// family and model registers beside its code (framework/checks/registry.hpp) and prints one line
+// per row.
 #include <fmt/format.h>
 
+#include "framework/checks/registry.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
-#include "train/cli/gradcheck_table.hpp"
 
 namespace headgrad::cli {
 
@@ -16,7 +17,7 @@ int gradcheck_command(int argc, char** argv) {
                       "(eps 1e-6, atol 1e-5, rtol 1e-3) and prints one row per case."))
     return 0;
   const std::string filter = args.text("filter");
-  const auto cases = all_gradcheck_cases();
+  const auto cases = checks::gradcheck_cases();
   fmt::print("{:<10} {:<50} {:<44} {:>11} {:>11}  {}\n", "group", "case", "shapes", "max abs err", "max rel err",
              "result");
   int failed = 0, run = 0;
@@ -24,7 +25,7 @@ int gradcheck_command(int argc, char** argv) {
     if (!filter.empty() && c.group.find(filter) == std::string::npos && c.name.find(filter) == std::string::npos)
       continue;
     ++run;
-    const GradcheckRow row = run_gradcheck_case(c);
+    const checks::GradcheckRow row = checks::run_gradcheck_case(c);
     if (!row.result.ok) ++failed;
     fmt::print("{:<10} {:<50} {:<44} {:>11.2e} {:>11.2e}  {}\n", c.group, c.name, c.shapes, row.max_abs_err,
                row.max_rel_err, row.result.ok ? "PASS" : "FAIL");

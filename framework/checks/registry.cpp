@@ -1,0 +1,63 @@
+#include "framework/checks/registry.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+
+namespace headgrad::checks {
+namespace {
+
+// A function-local static: constructed on first use, so registrars in other translation units
+// may run in any order before main.
+std::vector<CheckFamily>& registry() {
+  static std::vector<CheckFamily> families;
+  return families;
+}
+
+} // namespace
+
+RegisterChecks::RegisterChecks(CheckFamily family) { registry().push_back(std::move(family)); }
+
+std::vector<CheckFamily> check_families() {
+  std::vector<CheckFamily> out = registry();
+  std::sort(out.begin(), out.end(), [](const CheckFamily& a, const CheckFamily& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < out.size(); ++i)
+    if (out[i].name == out[i - 1].name)
+      throw std::logic_error("check_families: rows of " + out[i].name + " registered twice");
+  return out;
+}
+
+std::vector<GradcheckCase> gradcheck_cases() {
+  GradcheckRows rows;
+  for (const auto& family : check_families())
+    for (auto add_rows : family.gradcheck_rows) add_rows(rows);
+  return std::move(rows.cases);
+}
+
+std::vector<GradcheckCase> gradcheck_cases(const std::string& group) {
+  std::vector<GradcheckCase> out;
+  for (auto& c : gradcheck_cases())
+    if (c.group == group) out.push_back(std::move(c));
+  return out;
+}
+
+std::vector<MisuseRow> misuse_rows() {
+  std::vector<MisuseRow> all;
+  for (const auto& family : check_families()) {
+    if (!family.misuse_rows) continue;
+    std::vector<MisuseRow> rows = family.misuse_rows();
+    all.insert(all.end(), std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+  }
+  return all;
+}
+
+GradcheckRow run_gradcheck_case(const GradcheckCase& c) {
+  GradcheckRow row{&c, c.run ? c.run(c.options) : gradcheck(c.fn, c.make_inputs(), c.options), 0.0, 0.0};
+  for (const auto& r : row.result.inputs) {
+    row.max_abs_err = std::max(row.max_abs_err, r.max_abs_err);
+    row.max_rel_err = std::max(row.max_rel_err, r.max_rel_err);
+  }
+  return row;
+}
+
+} // namespace headgrad::checks

@@ -1,0 +1,85 @@
+// unary_checks.cpp - gradient-check and misuse rows of the unary math (unary.cpp): exp, log,
+// sqrt, pow with a scalar exponent, tanh, relu, gelu, abs, sigmoid, clamp.
+// Registered as "framework/ops/unary" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
+// "Adding an op", says what goes here.
+#include "framework/checks/row_helpers.hpp"
+#include "framework/ops/ops.hpp"
+
+namespace headgrad::checks {
+namespace {
+
+using namespace misuse;
+
+void unary_rows(GradcheckRows& t) {
+  t.add("exp", "[2, 3]", [] { return Inputs{randn({2, 3}, 300)}; }, [](const Inputs& x) { return ops::exp(x[0]); });
+  t.add("exp of a transpose view", "[4, 3]^T", [] { return Inputs{randn({4, 3}, 301)}; },
+        [](const Inputs& x) { return ops::exp(ops::transpose(x[0], 0, 1)); });
+  t.add("log", "[2, 3] (positive)", [] { return Inputs{positive({2, 3}, 310)}; },
+        [](const Inputs& x) { return ops::log(x[0]); });
+  t.add("log of exp (composite)", "[5]", [] { return Inputs{randn({5}, 311)}; },
+        [](const Inputs& x) { return ops::log(ops::add_scalar(ops::exp(x[0]), 1.0)); });
+  t.add("sqrt", "[2, 3] (positive)", [] { return Inputs{positive({2, 3}, 320)}; },
+        [](const Inputs& x) { return ops::sqrt(x[0]); });
+  t.add("sqrt of a permuted view", "[2, 3, 2] permute(2, 1, 0) (positive)", [] { return Inputs{positive({2, 3, 2}, 321)}; },
+        [](const Inputs& x) { return ops::sqrt(ops::permute(x[0], {2, 1, 0})); });
+  t.add("pow 2", "[2, 3]", [] { return Inputs{randn({2, 3}, 330)}; }, [](const Inputs& x) { return ops::pow(x[0], 2.0); });
+  t.add("pow 3", "[3, 2]", [] { return Inputs{randn({3, 2}, 331)}; }, [](const Inputs& x) { return ops::pow(x[0], 3.0); });
+  t.add("pow 0.5", "[4] (positive)", [] { return Inputs{positive({4}, 332)}; },
+        [](const Inputs& x) { return ops::pow(x[0], 0.5); });
+  t.add("pow -1", "[2, 2] (positive)", [] { return Inputs{positive({2, 2}, 333)}; },
+        [](const Inputs& x) { return ops::pow(x[0], -1.0); });
+  t.add("pow 0", "[3]", [] { return Inputs{positive({3}, 334)}; }, [](const Inputs& x) { return ops::pow(x[0], 0.0); });
+  t.add("tanh", "[2, 4]", [] { return Inputs{randn({2, 4}, 340)}; }, [](const Inputs& x) { return ops::tanh(x[0]); });
+  t.add("tanh large inputs", "[6] (N(0, 9))", [] { return Inputs{ops::mul_scalar(randn({6}, 341), 3.0)}; },
+        [](const Inputs& x) { return ops::tanh(x[0]); });
+  t.add("relu", "[3, 4] (|x| >= 0.1)", [] { return Inputs{away_from_zero({3, 4}, 350)}; },
+        [](const Inputs& x) { return ops::relu(x[0]); });
+  t.add("relu of a transpose view", "[4, 3]^T (|x| >= 0.1)", [] { return Inputs{away_from_zero({4, 3}, 351)}; },
+        [](const Inputs& x) { return ops::relu(ops::transpose(x[0], 0, 1)); });
+  t.add("gelu tanh", "[3, 4]", [] { return Inputs{ops::mul_scalar(randn({3, 4}, 360), 2.0)}; },
+        [](const Inputs& x) { return ops::gelu(x[0], ops::GeluApproximate::tanh); });
+  t.add("gelu tanh 3-D", "[2, 2, 3]", [] { return Inputs{randn({2, 2, 3}, 361)}; },
+        [](const Inputs& x) { return ops::gelu(x[0], ops::GeluApproximate::tanh); });
+  t.add("gelu erf", "[3, 4]", [] { return Inputs{ops::mul_scalar(randn({3, 4}, 362), 2.0)}; },
+        [](const Inputs& x) { return ops::gelu(x[0]); });
+  t.add("gelu erf of a transpose view", "[4, 3]^T (N(0, 9))", [] { return Inputs{ops::mul_scalar(randn({4, 3}, 363), 3.0)}; },
+        [](const Inputs& x) { return ops::gelu(ops::transpose(x[0], 0, 1), ops::GeluApproximate::none); });
+  t.add("abs", "[3, 4] (|x| >= 0.1)", [] { return Inputs{away_from_zero({3, 4}, 370)}; },
+        [](const Inputs& x) { return ops::abs(x[0]); });
+  t.add("abs of a transpose view", "[2, 3]^T (|x| >= 0.1)", [] { return Inputs{away_from_zero({2, 3}, 371)}; },
+        [](const Inputs& x) { return ops::abs(ops::transpose(x[0], 0, 1)); });
+  t.add("sigmoid", "[2, 4] (N(0, 9))", [] { return Inputs{ops::mul_scalar(randn({2, 4}, 372), 3.0)}; },
+        [](const Inputs& x) { return ops::sigmoid(x[0]); });
+  // values 0.1 or more away from the bounds, so a perturbation never crosses one
+  t.add("clamp both bounds", "[3, 4] to [-0.5, 0.45]", [] { return Inputs{away_from(randn({3, 4}, 373), {-0.5, 0.45})}; },
+        [](const Inputs& x) { return ops::clamp(x[0], -0.5, 0.45); });
+  t.add("clamp min only of a permuted view", "[2, 3, 2] permute(2, 0, 1) min 0.05",
+        [] { return Inputs{away_from(randn({2, 3, 2}, 374), {0.05})}; },
+        [](const Inputs& x) { return ops::clamp(ops::permute(x[0], {2, 0, 1}), 0.05, std::nullopt); });
+  t.add("clamp max only", "[5] max -0.25", [] { return Inputs{away_from(randn({5}, 375), {-0.25})}; },
+        [](const Inputs& x) { return ops::clamp(x[0], std::nullopt, -0.25); });
+}
+
+// Unary math: one row per overload (a row's fn is the declared name; overloads share it).
+std::vector<MisuseRow> ops_unary_misuse_rows() {
+  const Tensor m = f32({2, 3});
+  using namespace ops;
+  return {
+    {"exp", {m}, [](const Args& a) { exp(a[0]); }},
+    {"log", {positive({2, 3})}, [](const Args& a) { log(a[0]); }},
+    {"sqrt", {positive({2, 3})}, [](const Args& a) { sqrt(a[0]); }},
+    {"pow", {m}, [](const Args& a) { pow(a[0], 2.0); }},
+    {"tanh", {m}, [](const Args& a) { tanh(a[0]); }},
+    {"relu", {m}, [](const Args& a) { relu(a[0]); }},
+    {"gelu", {m}, [](const Args& a) { gelu(a[0]); }},
+    {"gelu", {m}, [](const Args& a) { gelu(a[0], GeluApproximate::tanh); }},
+    {"abs", {m}, [](const Args& a) { abs(a[0]); }},
+    {"sigmoid", {m}, [](const Args& a) { sigmoid(a[0]); }},
+    {"clamp", {m}, [](const Args& a) { clamp(a[0], -0.5, 0.5); }},
+  };
+}
+
+const RegisterChecks ops_unary_registered({"framework/ops/unary", {unary_rows}, ops_unary_misuse_rows});
+
+} // namespace
+} // namespace headgrad::checks
