@@ -9,9 +9,10 @@
 #include <unistd.h>
 
 namespace headgrad::io {
-namespace {
 
 std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+namespace {
 
 std::string kind_of_mode(mode_t mode) {
   if (S_ISREG(mode)) return "a regular file";

@@ -13,6 +13,9 @@
 
 namespace headgrad::io {
 
+// The text of an errno value ("No such file or directory"), for the messages of file errors.
+std::string errno_text(int err);
+
 // What the file at an open descriptor is, in words: "a directory", "a FIFO (named pipe)", ...
 // ("a regular file" for one).
 std::string file_kind(int fd);

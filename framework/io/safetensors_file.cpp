@@ -30,8 +30,6 @@
 namespace headgrad::io {
 namespace {
 
-std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
-
 [[noreturn]] void io_fail(const std::string& path, const std::string& what, int err) {
   throw std::runtime_error(fmt::format("{}: {}: {}", path, what, errno_text(err)));
 }
