@@ -9,6 +9,8 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "framework/checks/registry.hpp"
 #include "tests/test_support.hpp"
@@ -121,4 +123,26 @@ TEST_CASE("gradcheck table: every op declared in nn_ops.hpp has rows") {
   for (const auto& op : declared)
     if (!not_differentiable.count(op))
       CHECK_MESSAGE(have.count(op) == 1, "nn_ops.hpp declares " << op << " but no registered gradcheck row names it");
+}
+
+TEST_CASE("check registry: two files registering one family are refused by name") {
+  // In a child process: the duplicate stays registered for the rest of the process.
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const CheckFamily family{"tests/duplicate_family", {}, nullptr};
+    const RegisterChecks first(family), second(family);
+    try {
+      (void)check_families();
+    } catch (const std::logic_error& e) {
+      _exit(std::string(e.what()).find("tests/duplicate_family registered twice") != std::string::npos ? 0 : 2);
+    }
+    _exit(1); // not refused
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // and the real registry has no duplicate
+  CHECK_NOTHROW((void)check_families());
 }
