@@ -1,6 +1,6 @@
-// kernel_dispatch.cpp - the float and double instances of the row and attention kernels, as the
-// ops call them: each forwards to the copy built for runtime::active_isa() (isa/kernel_table.hpp;
-// the headers declare these specializations outside the per-instruction-set copies).
+// kernel_dispatch.cpp - the float and double instances of the row and attention kernels and the
+// tiny gemms, as the ops call them: each forwards to the copy built for runtime::active_isa()
+// (isa/kernel_table.hpp; the headers declare these outside the per-instruction-set copies).
 #include "framework/kernels/isa/kernel_table.hpp"
 
 namespace headgrad::kernels {
@@ -71,5 +71,15 @@ namespace headgrad::kernels {
 HEADGRAD_DISPATCH_TO_TABLE(float)
 HEADGRAD_DISPATCH_TO_TABLE(double)
 #undef HEADGRAD_DISPATCH_TO_TABLE
+
+// small_gemm.hpp's two overloads (gemm_batched.hpp's tiny products), likewise.
+void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  kernel_table().rows<float>().small_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
+                std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
+  kernel_table().rows<double>().small_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 } // namespace headgrad::kernels

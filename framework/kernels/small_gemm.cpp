@@ -2,8 +2,13 @@
 
 #include <cstring>
 
+#ifndef HEADGRAD_ISA_NS
+#error "small_gemm.cpp is compiled per instruction set (CMakeLists.txt: HEADGRAD_ISA_SOURCES)"
+#endif
+
 namespace headgrad::kernels {
-HEADGRAD_ISA_BEGIN // also built per instruction set, for attention's copies (isa_namespace.hpp)
+HEADGRAD_ISA_BEGIN // built per instruction set only (isa_namespace.hpp): the library calls the active
+                   // copy through kernel_table() (kernel_dispatch.cpp), attention's copies their own
 
 namespace {
 
@@ -110,44 +115,15 @@ inline void gemm_dispatch(bool ta, bool tb, std::int64_t m, std::int64_t n, std:
   else gemm_any(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Two builds of the kernel: 32-byte vectors for CPUs with AVX2, 16-byte ones (SSE2, every x86-64)
-// otherwise, chosen once at run time. (A plain function-pointer choice, not GCC's target_clones:
-// the two builds differ in vector width, and it works under the sanitizers too.)
-#if !defined(HEADGRAD_ISA_NS) // (the baseline library's own copy)
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HEADGRAD_SMALL_GEMM_AVX2 1
-template <typename T> __attribute__((target("avx2"), flatten)) void gemm_avx2(bool ta, bool tb, std::int64_t m,
-    std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
-    std::int64_t ldc) {
-  gemm_dispatch<32>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-#endif
-
-template <typename T>
-__attribute__((flatten)) void gemm_base(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
-                                        const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
-                                        std::int64_t ldc) {
-  gemm_dispatch<16>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-#endif
-
+// This copy's vector width (isa_namespace.hpp): 32 bytes from AVX2 on (with AVX-512 too: 64-byte
+// vectors would not divide the head width 8), 16 (SSE2, every x86-64) below.
 template <typename T>
 void run(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda,
          const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
-#if defined(HEADGRAD_ISA_NS)
-  // A copy built for one instruction set (isa_namespace.hpp) uses its own width: 32 bytes from AVX2
-  // on (with AVX-512 too: 64-byte vectors would not divide the head width 8), 16 below.
 #if defined(__AVX2__)
   gemm_dispatch<32>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #else
   gemm_dispatch<16>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#endif
-#else
-#if defined(HEADGRAD_SMALL_GEMM_AVX2)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return gemm_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#endif
-  gemm_base(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #endif
 }
 

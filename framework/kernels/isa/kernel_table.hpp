@@ -12,6 +12,7 @@
 #include "framework/kernels/layer_norm_rows.hpp"
 #include "framework/kernels/row_bias.hpp"
 #include "framework/kernels/row_softmax.hpp"
+#include "framework/kernels/small_gemm.hpp"
 #include "framework/runtime/cpu_isa.hpp"
 
 namespace headgrad::kernels {
@@ -47,6 +48,8 @@ template <typename T> struct RowKernels {
   decltype(&kernels::attention_backward<T>) attention_backward;
   decltype(&kernels::flash_attention_forward<T>) flash_attention_forward;
   decltype(&kernels::flash_attention_backward<T>) flash_attention_backward;
+  void (*small_gemm)(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                     std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
 };
 
 struct KernelTable {
