@@ -18,7 +18,6 @@ cd "$(dirname "$0")"
 # pkgconf: the install test builds a consumer through headgrad.pc too
 # fortunes: the default corpus of `headgrad train --task text` (/usr/share/games/fortunes)
 # patch: the test suite builds exercises 8 and 9 with their solutions applied (docs/exercises/)
-# libsleef-dev: vectorised exp, log, tanh, erf for the kernels (framework/kernels/isa/)
 PACKAGES=(libopenblas-dev libfmt-dev libsleef-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++
   pkgconf fortunes patch)
 JOBS=${JOBS:-2}
