@@ -1,4 +1,4 @@
-// test_isa_kernels.cpp - the row and attention kernels built per instruction set
+// test_isa_kernels.cpp - the row, attention and Adam kernels built per instruction set
 // (framework/kernels/isa/row_kernels_isa.cpp, attention_heads.cpp): through the ops' calls
 // (kernels/kernel_dispatch.cpp), every copy this CPU runs gives the baseline copy's results within
 // the dtype's rounding (the AVX-512 copy sums 16 lanes where the others sum 8), and the copy that
@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <vector>
 
+#include "framework/kernels/adam_update.hpp"
 #include "framework/kernels/attention_heads.hpp"
 #include "framework/kernels/cross_entropy_rows.hpp"
 #include "framework/kernels/isa/kernel_table.hpp"
@@ -144,6 +146,41 @@ TEST_CASE_TEMPLATE("isa kernels: attention per head, keeping the weights and Fla
                                          lse.data(), q.data(), k.data(), v.data(), L, kept, scale);
     return std::vector<std::vector<T>>{o, p, dq, dk, dv, fo, lse, fdq, fdk, fdv};
   });
+}
+
+// The optimizer is bit-exact against PyTorch (test_optimizer_golden), so its copies must agree to
+// the bit, not within rounding: every operation is IEEE (sqrt and division included), no copy
+// fuses a multiply-add the baseline does not (-ffp-contract=off), and the float32 fused product is
+// formed in double.
+TEST_CASE_TEMPLATE("isa kernels: the Adam update gives the same bits on every copy (Adam, AdamW, AMSGrad, maximize)",
+                   T, float, double) {
+  const std::int64_t n = 1037; // not a multiple of any vector width: the tails run too
+  const std::vector<T> w0 = normal<T>(n, 21), g = normal<T>(n, 22, 3.0), m0 = normal<T>(n, 23, 0.1);
+  std::vector<T> v0 = normal<T>(n, 24, 0.01);
+  for (auto& x : v0) x = x * x;
+  for (const bool decoupled : {false, true})
+    for (const bool amsgrad : {false, true})
+      for (const bool maximize : {false, true}) {
+        const kernels::AdamScalars<T> c{T(0.9), T(0.999), T(0.1), T(0.001), T(1e-8), T(0.01), T(0.003), T(0.3),
+                                        T(0.99999), maximize ? T(-1) : T(1), decoupled};
+        auto run = [&] {
+          std::vector<T> w = w0, m = m0, v = v0, vmax = v0;
+          for (int step = 0; step < 3; ++step)
+            kernels::adam_update<T>(w.data(), g.data(), m.data(), v.data(), amsgrad ? vmax.data() : nullptr, n, c);
+          return std::vector<std::vector<T>>{w, m, v, vmax};
+        };
+        const Isa before = runtime::active_isa();
+        runtime::set_isa(Isa::baseline);
+        const auto want = run();
+        for (Isa isa : runtime::supported_isas()) {
+          runtime::set_isa(isa);
+          const auto got = run();
+          INFO(runtime::isa_name(isa), " decoupled ", decoupled, " amsgrad ", amsgrad, " maximize ", maximize);
+          for (std::size_t o = 0; o < got.size(); ++o)
+            CHECK(std::memcmp(got[o].data(), want[o].data(), got[o].size() * sizeof(T)) == 0);
+        }
+        runtime::set_isa(before);
+      }
 }
 
 TEST_CASE("isa kernels: each copy's table holds its own instruction set's kernels") {

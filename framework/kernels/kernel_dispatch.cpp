@@ -1,5 +1,5 @@
-// kernel_dispatch.cpp - the float and double instances of the row and attention kernels and the
-// tiny gemms, as the ops call them: each forwards to the copy built for runtime::active_isa()
+// kernel_dispatch.cpp - the float and double instances of the row and attention kernels, the Adam
+// update and the tiny gemms, as the ops and the optimizer call them: each forwards to the copy built for runtime::active_isa()
 // (isa/kernel_table.hpp; the headers declare these outside the per-instruction-set copies).
 #include "framework/kernels/isa/kernel_table.hpp"
 
@@ -67,6 +67,9 @@ namespace headgrad::kernels {
       const KeptKeys& kept, T scale) { \
     kernel_table().rows<T>().flash_attention_backward(dq, dq_first, dk, dk_first, dv, dv_first, dout, o, lse, q, k, \
                                                       v, L, kept, scale); \
+  } \
+  template <> void adam_update<T>(T* w, const T* gr, T* m, T* v, T* vmax, std::int64_t n, const AdamScalars<T>& c) { \
+    kernel_table().rows<T>().adam_update(w, gr, m, v, vmax, n, c); \
   }
 HEADGRAD_DISPATCH_TO_TABLE(float)
 HEADGRAD_DISPATCH_TO_TABLE(double)

@@ -7,11 +7,13 @@
 #include <optional>
 #include <type_traits>
 
-#include "framework/kernels/parallel.hpp"
+#include "framework/kernels/adam_update.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::optim {
 namespace {
+
+using kernels::fused_multiply_add; // a * b + c rounded once, as PyTorch's vectorised kernels (adam_update.hpp)
 
 // Looks up `name` in a state list and checks its shape and dtype against `dst`; returns the
 // entry. Loading checks every entry first and copies afterwards, so a refused state changes nothing.
@@ -46,42 +48,6 @@ std::optional<std::int64_t> find_step(const nn::NamedTensors& state, const std::
     }
   if (required) throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is missing", source, name));
   return std::nullopt;
-}
-
-// a * b + c rounded once, as PyTorch's vectorised CPU kernels compute `self + alpha * other`
-// (add_, add with alpha: Vectorized::fmadd). For float32 the product of two floats is exact in
-// double, so the double sum rounded to float is that fused result (a second rounding could differ
-// only on an exact tie, about once in 2^29 operations) and it vectorises without FMA hardware.
-template <typename T> inline T fused_multiply_add(T a, T b, T c) {
-  if constexpr (std::is_same_v<T, float>) return static_cast<float>(double(a) * double(b) + double(c));
-  else return std::fma(a, b, c);
-}
-
-// The scalars of one parameter's Adam step, rounded to T (see Adam::step).
-template <typename T> struct AdamScalars {
-  T b1, b2, one_minus_b1, one_minus_b2, eps, wd, step_size, bc2_sqrt, decay;
-  T sign; // -1 with maximize: grad = -grad (exact, as the negation)
-  bool decoupled;
-};
-
-// One parameter's Adam / AdamW update, ~10 flops and a sqrt per element. A function of its own so
-// that __restrict holds (weight, gradient and moments are separate buffers) and the loop
-// vectorises, sqrt and division included; AMSGrad's running max is a second instantiation, so
-// the plain loop carries none of it.
-template <typename T, bool kAmsgrad>
-void adam_update(T* __restrict w, const T* __restrict gr, T* __restrict m, T* __restrict v, T* __restrict vmax,
-                 std::int64_t n, const AdamScalars<T> c) {
-#pragma omp parallel for schedule(static) if (kernels::worth_threads(n, 4))
-  for (std::int64_t k = 0; k < n; ++k) {
-    T d = c.sign * gr[k];                                   // grad = -grad with maximize
-    if (c.decoupled) w[k] *= c.decay;                        // AdamW: p.mul_(1 - lr * wd)
-    else d = fused_multiply_add(w[k], c.wd, d);             // Adam: grad.add(p, alpha=wd)
-    m[k] = fused_multiply_add(d, c.one_minus_b1, c.b1 * m[k]); // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-    v[k] = fused_multiply_add(c.one_minus_b2 * d, d, c.b2 * v[k]); // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    T vk = v[k];
-    if constexpr (kAmsgrad) vk = vmax[k] = kernels::max_nan(vmax[k], vk); // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=...)
-    w[k] -= c.step_size * m[k] / (std::sqrt(vk) / c.bc2_sqrt + c.eps); // p.addcdiv_(m, sqrt(v) / bc2_sqrt + eps, value=-ss)
-  }
 }
 
 } // namespace
@@ -206,10 +172,9 @@ void Adam::step() {
       const T wd = static_cast<T>(opt_.weight_decay), ss = static_cast<T>(step_size);
       const T bcs = static_cast<T>(bc2_sqrt);
       const T decay = static_cast<T>(1.0 - lr_ * opt_.weight_decay);
-      const AdamScalars<T> c{b1, b2, one_minus_b1, one_minus_b2, eps, wd, ss, bcs, decay,
-                             opt_.maximize ? T(-1) : T(1), opt_.decoupled};
-      if (vmax) adam_update<T, true>(w, gr, m, v, vmax, p.numel(), c);
-      else adam_update<T, false>(w, gr, m, v, nullptr, p.numel(), c);
+      const kernels::AdamScalars<T> c{b1, b2, one_minus_b1, one_minus_b2, eps, wd, ss, bcs, decay,
+                                      opt_.maximize ? T(-1) : T(1), opt_.decoupled};
+      kernels::adam_update<T>(w, gr, m, v, vmax, p.numel(), c); // per element: kernels/adam_update.hpp
     });
   }
 }

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 
+#include "framework/kernels/adam_update.hpp"
 #include "framework/kernels/attention_heads.hpp"
 #include "framework/kernels/cross_entropy_rows.hpp"
 #include "framework/kernels/layer_norm_rows.hpp"
@@ -31,7 +32,8 @@ template <typename T> struct MathKernels {
 };
 
 // The row kernels of the headers above (softmax rows, layer norm, cross-entropy, bias and column
-// sums) and attention's per-head work, each the instance that copy compiled.
+// sums), attention's per-head work, the tiny gemms and the Adam update, each the instance that copy
+// compiled.
 template <typename T> struct RowKernels {
   decltype(&kernels::softmax_forward<T>) softmax_forward;
   decltype(&kernels::softmax_backward<T>) softmax_backward;
@@ -48,6 +50,7 @@ template <typename T> struct RowKernels {
   decltype(&kernels::attention_backward<T>) attention_backward;
   decltype(&kernels::flash_attention_forward<T>) flash_attention_forward;
   decltype(&kernels::flash_attention_backward<T>) flash_attention_backward;
+  decltype(&kernels::adam_update<T>) adam_update;
   void (*small_gemm)(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                      std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);
 };

@@ -1,5 +1,5 @@
 // row_kernels_isa.cpp - the row kernels (softmax rows, layer norm, cross-entropy, bias and column
-// sums), attention's per-head work and the tiny gemms (small_gemm.hpp), compiled once per instruction set: the templates of their
+// sums), attention's per-head work, the Adam update and the tiny gemms (small_gemm.hpp), compiled once per instruction set: the templates of their
 // headers instantiated here, in this copy's namespace (isa_namespace.hpp), at its vector width
 // (vec_math.hpp's kLanes: 16 floats for AVX-512). kernels/kernel_dispatch.cpp sends the ops' calls
 // to the active copy.
@@ -28,6 +28,7 @@ template <typename T> RowKernels<T> row_kernels() {
           attention_backward<T>,
           flash_attention_forward<T>,
           flash_attention_backward<T>,
+          adam_update<T>,
           small_gemm};
 }
 
