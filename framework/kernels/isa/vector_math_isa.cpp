@@ -127,13 +127,13 @@ constexpr double kKappa = 0.044715;
 #if defined(__AVX2__) && defined(__FMA__)
 // exp(x) for float x <= 0, inline in the copies with FMAs (AVX2, AVX-512): SLEEF's vector exp is
 // a call, around which every live vector register is saved and restored (all of them are
-// caller-saved in the x86-64 ABI). Cephes' expf
-// (Moshier, http://www.netlib.org/cephes/, single/expf.c): x = n ln2 + r with n = round(x log2 e)
-// and |r| <= ln2/2, exp(r) by its degree-6 polynomial, times 2^n assembled in the exponent bits.
-// (kernels::exp_f32 in vec_math.hpp is the scalar form of the same algorithm.) Within 1 ulp of
-// exp over [-87.3, 0]: 0.71 ulp at worst over every 7th float there, with FMAs or without; below
-// -87.34, where exp falls under the smallest normal float, it gives 0, and NaN gives NaN. (x > 0
-// up to 88 would work too, but GELU needs only exp(-u^2/2).)
+// caller-saved in the x86-64 ABI). The algorithm of Cephes' expf (Moshier,
+// http://www.netlib.org/cephes/, single/expf.c): x = n ln2 + r with n = round(x log2 e) and
+// |r| <= ln2/2, exp(r) by its degree-6 polynomial, times 2^n assembled in the exponent bits
+// (kernels::exp_f32 in vec_math.hpp is its scalar form). Within 1 ulp of exp over [-87.3, 0]:
+// 0.71 ulp at worst over every 7th float there. Below -87.34, where exp falls under the smallest
+// normal float, it gives 0; NaN gives NaN. (x > 0 up to 88 would work too, but GELU needs only
+// exp(-u^2/2).)
 VF exp_neg(VF x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f; // ln 2 = hi + lo, hi exact in 9 bits
