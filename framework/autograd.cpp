@@ -255,6 +255,16 @@ GradBuffer Node::grad_buffer(std::size_t i) {
   return gradient_of(inputs[i].get());
 }
 
+Tensor Node::overwritable_dy(const Tensor& dy) {
+  // dy of this call, not handed on, contiguous, and its storage held by its TensorImpl alone,
+  // which only the engine holds (the tensor's gradient and the engine's copy of it)
+  const bool own = dy.impl()->storage.get() == t_dy.storage && !t_dy.handed_on && dy.is_contiguous() &&
+                   dy.impl()->storage.use_count() == 1 && dy.impl_ptr().use_count() <= 2;
+  if (!own) return new_tensor(dy.shape(), dy.dtype());
+  t_dy.handed_on = true; // it is about to hold something else than dy
+  return dy;
+}
+
 void Node::add_to_grad(std::size_t i, const Tensor& g, double scale) { add_gradient(i, g, scale, false); }
 void Node::add_to_grad(std::size_t i, Tensor&& g, double scale) { add_gradient(i, g, scale, true); }
 

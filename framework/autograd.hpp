@@ -53,6 +53,12 @@ struct Node {
   void add_to_grad(std::size_t i, const Tensor& g, double scale = 1.0);
   void add_to_grad(std::size_t i, Tensor&& g, double scale = 1.0); // g, a temporary, may be kept
   GradBuffer grad_buffer(std::size_t i);
+  // A buffer of dy's shape for an intermediate computed from dy element by element (a fused
+  // activation's dz = dy * f'(z)), written in full by the caller: dy's own buffer when nothing
+  // else refers to it (the engine drops dy once this node has run, as for the hand-off of
+  // add_to_grad; dy may then no longer be handed on), else a fresh one. Saves the allocation and
+  // the first touch of a buffer while dy is still in cache.
+  Tensor overwritable_dy(const Tensor& dy);
 
 private:
   // Skip on first reading: the first gradient an input receives may be g's own buffer instead of a

@@ -158,6 +158,46 @@ TEST_CASE("autograd: add_to_grad hands dy's buffer to one input only, and a temp
   }
 }
 
+TEST_CASE("autograd: overwritable_dy is dy's own buffer when nothing else holds dy, else a fresh one") {
+  SUBCASE("dy held by the engine alone: its buffer, which then is not handed on as dy") {
+    Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+    const void* dy_storage = nullptr;
+    const void* dz_storage = nullptr;
+    Tensor y = probe_add(a, b, [&](Node& n, const Tensor& dy) {
+      dy_storage = storage_of(dy);
+      const Tensor dz = n.overwritable_dy(dy);
+      dz_storage = storage_of(dz);
+      for (int i = 0; i < 2; ++i) dz.data<double>()[i] = 3.0 * dy.data<double>()[i];
+      n.add_to_grad(0, dz); // dz is dy's buffer, overwritten: copied, not handed on
+      n.add_to_grad(1, dz);
+    });
+    y.backward(Tensor::from({1, 2}, {2}, DType::f64));
+    CHECK(dz_storage == dy_storage);
+    CHECK(storage_of(a.grad()) != dy_storage);
+    CHECK(storage_of(b.grad()) != dy_storage);
+    check_close(a.grad().to_vector(), {3, 6});
+    check_close(b.grad().to_vector(), {3, 6});
+  }
+  SUBCASE("dy held elsewhere too: a fresh buffer, dy untouched") {
+    Tensor a = leaf({1, 2}, {2}), b = leaf({3, 4}, {2});
+    Tensor held;
+    bool fresh = false;
+    Tensor y = probe_add(a, b, [&](Node& n, const Tensor& dy) {
+      held = dy; // someone else keeps dy (as an observer could)
+      const Tensor dz = n.overwritable_dy(dy);
+      fresh = storage_of(dz) != storage_of(dy);
+      for (int i = 0; i < 2; ++i) dz.data<double>()[i] = 3.0 * dy.data<double>()[i];
+      n.add_to_grad(0, dz);
+      n.add_to_grad(1, dy);
+    });
+    y.backward(Tensor::from({1, 2}, {2}, DType::f64));
+    CHECK(fresh);
+    check_close(held.to_vector(), {1, 2});
+    check_close(a.grad().to_vector(), {3, 6});
+    check_close(b.grad().to_vector(), {1, 2});
+  }
+}
+
 TEST_CASE("autograd: backward on a tensor that needs no grad throws logic_error saying what to do") {
   Tensor x = Tensor::from({1, 2}, {2}, DType::f64);
   Tensor y = ops::sum(ops::mul(x, x));

@@ -1,6 +1,6 @@
 // test_kernels.cpp - the hand-vectorisable kernels in framework/kernels/vec_math.hpp against
 // their plain definitions: exp_f32 against std::exp over the whole float range, and the lane
-// reductions against a long-double reference.
+// reductions against a long-double reference; elementwise.hpp's mul_derivative in both its loops.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "framework/kernels/elementwise.hpp"
 #include "framework/kernels/vec_math.hpp"
 #include "framework/random.hpp"
 
@@ -116,4 +117,21 @@ TEST_CASE("max_lanes is -inf only when no element is NaN, for a NaN at every pla
   CHECK(std::isnan(kernels::max_nan(std::nanf(""), 1.0f)));
   CHECK(std::isnan(kernels::max_nan(1.0f, std::nanf(""))));
   CHECK(kernels::max_nan(1.0f, 2.0f) == 2.0f);
+}
+
+TEST_CASE("mul_derivative: dz = dy * g into a buffer of its own and in place over dy, the same floats") {
+  // 1003: whole vectors and a partial one; 300,000: enough to go over the threads
+  for (const std::int64_t n : {std::int64_t{1003}, std::int64_t{300000}}) {
+    Generator gen(5);
+    std::vector<float> dy(static_cast<std::size_t>(n)), g(dy.size()), dz(dy.size());
+    for (auto& v : dy) v = static_cast<float>(gen.normal());
+    for (auto& v : g) v = static_cast<float>(gen.uniform());
+    kernels::mul_derivative<float>(dz.data(), dy.data(), g.data(), n);
+    bool exact = true;
+    for (std::size_t i = 0; i < dy.size(); ++i) exact = exact && dz[i] == dy[i] * g[i];
+    CHECK(exact);
+    std::vector<float> in_place = dy;
+    kernels::mul_derivative<float>(in_place.data(), in_place.data(), g.data(), n);
+    CHECK(in_place == dz);
+  }
 }

@@ -27,8 +27,7 @@ void ThreadReplicas::add_gradients_to_model() {
   }
   distributed::ShardGradients sums(count(), lists);
   sums.begin(blocks);
-  std::vector<Tensor> total(sums.parameter_count());
-  for (std::size_t i = 0; i < total.size(); ++i) total[i] = sums.sum(i);
+  std::vector<Tensor> total = sums.sum_all();
   sums.end();
   for (std::size_t i = 0; i < total.size(); ++i) lists[0][i].second.impl()->grad = total[i].impl_ptr();
 }

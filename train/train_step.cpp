@@ -181,8 +181,7 @@ double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* rep
     sums.begin(blocks);
     losses = run_shards(worker_of, [&](int i) { return blocks[static_cast<std::size_t>(i)]; },
                         [&](int i) { sums.keep(i); }, n, batch, shards, node, dropout, phases ? &forward : nullptr);
-    std::vector<Tensor> total(sums.parameter_count());
-    for (std::size_t i = 0; i < total.size(); ++i) total[i] = sums.sum(i);
+    std::vector<Tensor> total = sums.sum_all();
     sums.end(); // the replicas' gradients go; the model's are the sums
     for (std::size_t i = 0; i < total.size(); ++i) lists[0][i].second.impl()->grad = total[i].impl_ptr();
   }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "framework/kernels/accumulate.hpp"
+#include "framework/kernels/parallel.hpp"
 
 namespace headgrad::distributed {
 namespace {
@@ -84,6 +85,20 @@ Tensor ShardGradients::sum(std::size_t param) {
     tree.push({blocks_[w].end - 1, blocks_[w].end}, workers_[w][param].second.grad(), add_shard_gradient);
   }
   return tree.take();
+}
+
+std::vector<Tensor> ShardGradients::sum_all() {
+  // sum's check first, here: an exception must not leave an OpenMP region
+  for (std::size_t w = 0; w < blocks_.size(); ++w)
+    if (kept_[w] != blocks_[w].count() - 1)
+      throw std::logic_error(fmt::format("ShardGradients::sum_all: worker {} has not reached its last shard", w));
+  std::vector<Tensor> out(parameter_count());
+  std::int64_t elements = 0;
+  for (const auto& [name, p] : workers_[0]) elements += p.numel();
+  const auto count = static_cast<std::int64_t>(out.size());
+#pragma omp parallel for schedule(dynamic) if (count > 1 && kernels::worth_threads(elements))
+  for (std::int64_t i = 0; i < count; ++i) out[static_cast<std::size_t>(i)] = sum(static_cast<std::size_t>(i));
+  return out;
 }
 
 void ShardGradients::end() {

@@ -42,6 +42,9 @@ public:
   // Undefined when no shard's backward reached it. Once per parameter and step, after every
   // worker's last backward reached it; calls for different parameters may run on several threads.
   Tensor sum(std::size_t param);
+  // Every parameter's sum(i), the parameters spread over the OpenMP threads (each sum is one
+  // parameter's own tree, so the bits do not depend on which thread adds it).
+  std::vector<Tensor> sum_all();
   // Drops the kept sums and every worker's gradients (the parameters then have none).
   void end();
 

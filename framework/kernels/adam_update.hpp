@@ -8,7 +8,6 @@
 #include <type_traits>
 
 #include "framework/kernels/isa/isa_namespace.hpp"
-#include "framework/kernels/parallel.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
@@ -32,13 +31,13 @@ template <typename T> inline T fused_multiply_add(T a, T b, T c) {
   else return std::fma(a, b, c);
 }
 
-// The loop itself, a function of its own so that __restrict holds (weight, gradient and moments
+// The loop itself, on the calling thread (optim::Adam::step shares chunks of all the parameters
+// over the threads), a function of its own so that __restrict holds (weight, gradient and moments
 // are separate buffers) and it vectorises, sqrt and division included; AMSGrad's running max is a
 // second instantiation, so the plain loop carries none of it.
 template <typename T, bool kAmsgrad>
 void adam_update_loop(T* __restrict w, const T* __restrict gr, T* __restrict m, T* __restrict v, T* __restrict vmax,
                       std::int64_t n, const AdamScalars<T> c) {
-#pragma omp parallel for schedule(static) if (worth_threads(n, 4))
   for (std::int64_t k = 0; k < n; ++k) {
     T d = c.sign * gr[k];                                          // grad = -grad with maximize
     if (c.decoupled) w[k] *= c.decay;                               // AdamW: p.mul_(1 - lr * wd)
@@ -51,7 +50,8 @@ void adam_update_loop(T* __restrict w, const T* __restrict gr, T* __restrict m, 
   }
 }
 
-// w, m, v (and vmax with AMSGrad; null without) updated in place from the gradient gr, n elements.
+// w, m, v (and vmax with AMSGrad; null without) updated in place from the gradient gr, n elements,
+// on the calling thread.
 template <typename T>
 void adam_update(T* w, const T* gr, T* m, T* v, T* vmax, std::int64_t n, const AdamScalars<T>& c) {
   if (vmax) adam_update_loop<T, true>(w, gr, m, v, vmax, n, c);

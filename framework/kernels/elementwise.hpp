@@ -23,6 +23,23 @@ template <typename T, typename F> void map_in_place(T* x, std::int64_t n, const 
   for (std::int64_t i = 0; i < n; ++i) x[i] = f(x[i]);
 }
 
+// dz[i] = dy[i] * g[i] for n contiguous elements: the VJP through a local derivative g that the
+// forward kept (a fused activation's). dz may be dy itself (Node::overwritable_dy), never g; each
+// case is a loop of its own, with __restrict, so that both vectorise.
+template <typename T> void mul_derivative(T* dz, const T* dy, const T* g, std::int64_t n) {
+  if (dz == dy) {
+    [](T* __restrict z, const T* __restrict d, std::int64_t m) {
+#pragma omp parallel for schedule(static) if (worth_threads(m))
+      for (std::int64_t i = 0; i < m; ++i) z[i] *= d[i];
+    }(dz, g, n);
+    return;
+  }
+  [](T* __restrict z, const T* __restrict a, const T* __restrict d, std::int64_t m) {
+#pragma omp parallel for schedule(static) if (worth_threads(m))
+    for (std::int64_t i = 0; i < m; ++i) z[i] = a[i] * d[i];
+  }(dz, dy, g, n);
+}
+
 // dx[i] = or += dy[i] * dfdx(x[i], y[i]) (first_write: =), the VJP of a unary op y = f(x).
 template <typename T, typename F>
 void map_backward(T* __restrict dx, bool first_write, const T* __restrict dy, const T* __restrict x,

@@ -123,12 +123,11 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
   // VJP: dz = dy * gelu'(z) (gelu's VJP, with the derivative the forward kept), then linear's
   // VJP with dz
   return record(out, "linear_gelu", {xc, wc, bc}, [dydz, d](Node& n, const Tensor& dy) {
-    Tensor dz = new_tensor(dy.shape(), dy.dtype());
+    const Tensor dz = n.overwritable_dy(dy); // dy's own buffer, when nothing else reads dy
     {
       OpPart part("gelu", true);
       dispatch_float(dy.dtype(), "linear_gelu", [&]<typename T>() {
-        kernels::map_backward<T>(dz.data<T>(), true, dy.data<T>(), dydz.data<T>(), dydz.data<T>(), dy.numel(),
-                                 [](T g, T) { return g; });
+        kernels::mul_derivative<T>(dz.data<T>(), dy.data<T>(), dydz.data<T>(), dy.numel());
       });
     }
     linear_backward(n, dz, d);

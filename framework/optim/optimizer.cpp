@@ -1,13 +1,16 @@
 #include "framework/optim/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <functional>
 #include <numbers>
 #include <optional>
 #include <type_traits>
 
 #include "framework/kernels/adam_update.hpp"
+#include "framework/kernels/parallel.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::optim {
@@ -48,6 +51,36 @@ std::optional<std::int64_t> find_step(const nn::NamedTensors& state, const std::
     }
   if (required) throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is missing", source, name));
   return std::nullopt;
+}
+
+// An elementwise update of several parameters as one parallel loop: parameter j's elements
+// [0, sizes[j]) cut into chunks of at most kChunk, and all the chunks of all the parameters
+// shared over the threads; update(j, begin, end) does one chunk. Each element is updated on its
+// own, so how the chunks fall changes no bit. One parallel region per step instead of one per
+// parameter (waking sleeping threads costs tens of microseconds each time), and the parameters
+// too small to split no longer run on one thread while the others wait. Measured on the text
+// model's 810,240 parameters in 27 tensors, 2 threads: AdamW's step 1.27 -> 1.20 ms (it moves 28
+// bytes per parameter: ~19 GB/s, the memory's pace), the gradient clipping 0.30 -> 0.19 ms. (Each
+// chunk's update is a kernel on the calling thread: kernels/adam_update.hpp.)
+void for_chunks(const std::vector<std::int64_t>& sizes, std::int64_t cost,
+                const std::function<void(std::size_t, std::int64_t, std::int64_t)>& update) {
+  constexpr std::int64_t kChunk = 8192;
+  struct Chunk {
+    std::size_t job;
+    std::int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  std::int64_t total = 0;
+  for (std::size_t j = 0; j < sizes.size(); ++j) {
+    for (std::int64_t b = 0; b < sizes[j]; b += kChunk) chunks.push_back({j, b, std::min(sizes[j], b + kChunk)});
+    total += sizes[j];
+  }
+  const auto count = static_cast<std::int64_t>(chunks.size());
+#pragma omp parallel for schedule(static) if (count > 1 && kernels::worth_threads(total, cost))
+  for (std::int64_t i = 0; i < count; ++i) {
+    const Chunk& c = chunks[static_cast<std::size_t>(i)];
+    update(c.job, c.begin, c.end);
+  }
 }
 
 } // namespace
@@ -150,6 +183,9 @@ Adam::Adam(nn::NamedTensors params, AdamOptions opt) : Optimizer(std::move(param
 
 void Adam::step() {
   ++t_;
+  // each parameter's update over chunks of its elements (for_chunks): jobs[j] updates [b, e)
+  std::vector<std::function<void(std::int64_t, std::int64_t)>> jobs;
+  std::vector<std::int64_t> sizes;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     Tensor g = p.grad();
@@ -174,9 +210,13 @@ void Adam::step() {
       const T decay = static_cast<T>(1.0 - lr_ * opt_.weight_decay);
       const kernels::AdamScalars<T> c{b1, b2, one_minus_b1, one_minus_b2, eps, wd, ss, bcs, decay,
                                       opt_.maximize ? T(-1) : T(1), opt_.decoupled};
-      kernels::adam_update<T>(w, gr, m, v, vmax, p.numel(), c); // per element: kernels/adam_update.hpp
+      jobs.push_back([=](std::int64_t b, std::int64_t e) { // per element: kernels/adam_update.hpp
+        kernels::adam_update<T>(w + b, gr + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, c);
+      });
+      sizes.push_back(p.numel());
     });
   }
+  for_chunks(sizes, 4, [&jobs](std::size_t j, std::int64_t b, std::int64_t e) { jobs[j](b, e); });
 }
 
 nn::NamedTensors Adam::state() const {
@@ -207,19 +247,31 @@ void Adam::load_state(const nn::NamedTensors& state, const std::string& source) 
 }
 
 double grad_norm(const std::vector<Tensor>& params) {
-  double sq = 0;
   for (const auto& p : params) check_defined(p, "clip_grad_norm", "a parameter");
+  // Each gradient's sum of squares on one thread (jobs[j]), the gradients spread over the threads,
+  // then the sums added in parameter order: the same bits on any number of threads.
+  std::vector<std::function<double()>> jobs;
+  std::int64_t total = 0;
   for (const auto& p : params) {
-    Tensor g = p.grad();
+    const Tensor g = p.grad();
     if (!g.defined()) continue;
+    total += g.numel();
     dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
-      const T* d = g.data<T>();
-      // in double, over independent partial sums (one dependent add per element is latency-bound)
-      sq += kernels::sum_lanes_fn<double>(g.numel(), [d](std::int64_t i) {
-        return static_cast<double>(d[i]) * static_cast<double>(d[i]);
+      jobs.push_back([g] {
+        const T* d = g.data<T>();
+        // in double, over independent partial sums (one dependent add per element is latency-bound)
+        return kernels::sum_lanes_fn<double>(g.numel(), [d](std::int64_t i) {
+          return static_cast<double>(d[i]) * static_cast<double>(d[i]);
+        });
       });
     });
   }
+  std::vector<double> sums(jobs.size());
+  const auto count = static_cast<std::int64_t>(jobs.size());
+#pragma omp parallel for schedule(dynamic) if (count > 1 && kernels::worth_threads(total, 2))
+  for (std::int64_t j = 0; j < count; ++j) sums[static_cast<std::size_t>(j)] = jobs[static_cast<std::size_t>(j)]();
+  double sq = 0;
+  for (const double x : sums) sq += x;
   return std::sqrt(sq);
 }
 
@@ -231,15 +283,19 @@ void scale_to_max_norm(const std::vector<Tensor>& params, double max_norm, doubl
   const double coef = max_norm / (norm + 1e-6);
   const double clamped = coef > 1 ? 1.0 : coef;
   if (clamped == 1.0) return; // times 1: nothing changes
+  std::vector<std::function<void(std::int64_t, std::int64_t)>> jobs; // jobs[j] scales [b, e) of gradient j
+  std::vector<std::int64_t> sizes;
   for (const auto& p : params) {
-    Tensor g = p.grad();
+    const Tensor g = p.grad();
     if (!g.defined()) continue;
     dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
-      T* d = g.data<T>();
-      const T c = static_cast<T>(clamped);
-      for (std::int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= c;
+      jobs.push_back([d = g.data<T>(), c = static_cast<T>(clamped)](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) d[i] *= c;
+      });
     });
+    sizes.push_back(g.numel());
   }
+  for_chunks(sizes, 1, [&jobs](std::size_t j, std::int64_t b, std::int64_t e) { jobs[j](b, e); });
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
