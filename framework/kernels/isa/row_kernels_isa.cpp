@@ -1,8 +1,8 @@
 // row_kernels_isa.cpp - the row kernels (softmax rows, layer norm, cross-entropy, bias and column
-// sums), attention's per-head work, the Adam update and the tiny gemms (small_gemm.hpp), compiled once per instruction set: the templates of their
-// headers instantiated here, in this copy's namespace (isa_namespace.hpp), at its vector width
-// (vec_math.hpp's kLanes: 16 floats for AVX-512). kernels/kernel_dispatch.cpp sends the ops' calls
-// to the active copy.
+// sums), attention's per-head work, the Adam update and the tiny gemms (small_gemm.hpp), compiled
+// once per instruction set: the templates of their headers instantiated here, in this copy's
+// namespace (isa_namespace.hpp), at its vector width (vec_math.hpp's kLanes: 16 floats for
+// AVX-512). kernels/kernel_dispatch.cpp sends the ops' calls to the active copy.
 #include "framework/kernels/isa/kernel_table.hpp"
 
 #ifndef HEADGRAD_ISA_NS
