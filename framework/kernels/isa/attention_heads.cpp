@@ -9,39 +9,17 @@
 #include <cstddef>
 #include <limits>
 
+#include "framework/kernels/attention_rows.hpp"
 #include "framework/kernels/first_write.hpp"
 #include "framework/kernels/gemm_batched.hpp"
 #include "framework/kernels/row_softmax.hpp"
+#include "framework/kernels/scratch.hpp"
 #include "framework/kernels/small_gemm.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::kernels {
 HEADGRAD_ISA_BEGIN
 namespace {
-
-// A per-thread work buffer that grows (its contents are not kept when it does): what this file
-// needs of std::vector, without compiling std::vector's out-of-line code here, which the linker
-// would share with the rest of the program (isa_namespace.hpp).
-template <typename T> class Scratch {
-public:
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { delete[] data_; }
-  void resize(std::size_t n) {
-    if (n <= size_) return;
-    delete[] data_;
-    data_ = new T[n];
-    size_ = n;
-  }
-  T* data() { return data_; }
-  T* begin() { return data_; }
-  T& operator[](std::size_t i) { return data_[i]; }
-
-private:
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 // One gemm on the calling thread: the loop kernel for tiny matrices (attention at T = 16, dh = 16),
 // BLAS otherwise. (The callers already run one (batch, head) pair per thread.)
@@ -99,11 +77,21 @@ template <typename T> void flush_subnormal(T* x, std::int64_t m, std::int64_t n,
     }
 }
 
+// The pair as the row kernels (attention_rows.hpp) take it, and whether they do: short sequences,
+// no keep flags, no dropout.
+template <typename T> RowsHead<T> rows_head(const Head<T>& h) {
+  return {h.Tq, h.Tk, h.dh, h.Q, h.K, h.V, h.ldq, h.ldk, h.ldv, h.lens};
+}
+template <typename T> bool rows_kernels_take(const Head<T>& h) {
+  return !h.keep && !h.drop && attention_rows_fit<T>(h.Tq, h.Tk, h.dh);
+}
+
 // ---- one head, keeping P ------------------------------------------------------------------------
 // forward, for one (batch, head) pair: O (Tq x dh) and P (Tq x Tk, contiguous); A: Tq x Tk scratch
 // for the dropped-out weights (used only with dropout).
 template <typename T> void head_forward(T* O, T* P, T* A, const Head<T>& h, T scale) {
   const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
+  if (rows_kernels_take(h) && attention_rows_forward(O, h.ldo, P, rows_head(h), scale)) return; // the same, faster
   gemm1(false, true, Tq, Tk, dh, scale, h.Q, h.ldq, h.K, h.ldk, T(0), P, Tk);   // (1) S = scale Q K^T
   for (std::int64_t i = 0; i < Tq; ++i)                                         // (2) P = softmax(S) over kept keys
     softmax_row_any(P + i * Tk, P + i * Tk, h.len(i), h.keep_row(i), Tk);        //     (masked: 0; none kept: row 0)
@@ -131,6 +119,9 @@ template <typename T>
 void head_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bool v_first, T* dP, const T* dO, const T* P,
                    const Head<T>& h, T scale) {
   const std::int64_t Tq = h.Tq, Tk = h.Tk, dh = h.dh;
+  if (rows_kernels_take(h) &&
+      attention_rows_backward(dQ, q_first, dK, k_first, dV, v_first, dO, h.ldo, P, rows_head(h), scale))
+    return; // the same, faster (subnormal gradients flushed there too)
   if (dV) {
     const T* A = P;
     if (h.drop) { // (2b) A = P F, the forward's dropped-out weights again

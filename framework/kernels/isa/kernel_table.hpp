@@ -9,6 +9,7 @@
 
 #include "framework/kernels/adam_update.hpp"
 #include "framework/kernels/attention_heads.hpp"
+#include "framework/kernels/attention_rows.hpp"
 #include "framework/kernels/cross_entropy_rows.hpp"
 #include "framework/kernels/layer_norm_rows.hpp"
 #include "framework/kernels/row_bias.hpp"
@@ -50,6 +51,7 @@ template <typename T> struct RowKernels {
   decltype(&kernels::attention_backward<T>) attention_backward;
   decltype(&kernels::flash_attention_forward<T>) flash_attention_forward;
   decltype(&kernels::flash_attention_backward<T>) flash_attention_backward;
+  decltype(&kernels::attention_rows_fit<T>) attention_rows_fit;
   decltype(&kernels::adam_update<T>) adam_update;
   void (*small_gemm)(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                      std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc);

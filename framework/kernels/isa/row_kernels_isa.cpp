@@ -28,6 +28,7 @@ template <typename T> RowKernels<T> row_kernels() {
           attention_backward<T>,
           flash_attention_forward<T>,
           flash_attention_backward<T>,
+          attention_rows_fit<T>,
           adam_update<T>,
           small_gemm};
 }
