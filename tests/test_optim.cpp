@@ -256,6 +256,47 @@ TEST_CASE("clip_grad_norm") {
   }
 }
 
+// step_scaled(c) against clip_grad_norm's in-place scaling then step(): the same parameters and
+// state to the bit, the gradients left as they were.
+template <typename Opt, typename Options> void check_step_scaled(Options o, DType dtype) {
+  const std::vector<double> p0 = {1.0, -2.0, 0.25, 3.0}, g = {0.7, -1.9, 2.3, 0.01};
+  auto leaf = [&] {
+    Tensor t = Tensor::from(p0, {4}, dtype);
+    t.set_requires_grad(true);
+    return t;
+  };
+  Tensor a = leaf(), b = leaf();
+  Opt clipped({{"w", a}}, o), folded({{"w", b}}, o);
+  for (int step = 0; step < 3; ++step) {
+    set_grad(a, g);
+    set_grad(b, g);
+    const double norm = clip_grad_norm({a}, 1.0); // in place: a's gradient times the coefficient
+    clipped.step();
+    folded.step_scaled(clip_coefficient(1.0, norm));
+    CHECK(a.to_vector() == b.to_vector());
+    CHECK(b.grad().to_vector() == Tensor::from(g, {4}, dtype).to_vector()); // not scaled in place
+  }
+  const nn::NamedTensors sa = clipped.state(), sb = folded.state();
+  REQUIRE(sa.size() == sb.size());
+  for (std::size_t i = 0; i < sa.size(); ++i) CHECK(sa[i].second.to_vector() == sb[i].second.to_vector());
+  folded.step(); // and a plain step() after it reads the gradients unscaled again
+  clipped.step_scaled(1.0);
+  CHECK(a.to_vector() != b.to_vector()); // (b stepped with g, a with its clipped gradient)
+}
+
+TEST_CASE("Optimizer::step_scaled has the bits of clipping in place and then stepping") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dtype));
+    check_step_scaled<Adam>(AdamOptions{.lr = 0.1, .weight_decay = 0.01}, dtype);
+    check_step_scaled<Adam>(AdamOptions{.lr = 0.1, .weight_decay = 0.1, .decoupled = true, .amsgrad = true,
+                                        .maximize = true},
+                            dtype);
+    check_step_scaled<SGD>(SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true,
+                                      .maximize = true},
+                           dtype);
+  }
+}
+
 TEST_CASE("LrSchedule: warmup, constant, cosine") {
   const LrSchedule c{2.0, 4, 100, false};
   CHECK(c.at(1) == doctest::Approx(0.5));

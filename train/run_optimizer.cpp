@@ -19,7 +19,7 @@ public:
   void step() override {
     for (auto* g : {decayed_.get(), plain_.get()}) {
       g->set_lr(lr_);
-      g->step();
+      g->step_scaled(grad_scale_);
     }
     ++t_;
   }

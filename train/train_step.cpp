@@ -4,6 +4,7 @@
 #include <cmath>
 #include <algorithm>
 #include <exception>
+#include <limits>
 #include <fmt/format.h>
 #include <omp.h>
 #include <string>
@@ -14,6 +15,7 @@
 #include "framework/distributed/shard_tree.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/optim/optimizer.hpp"
 #include "framework/runtime/clock.hpp"
 #include "train/rank_shard.hpp"
 
@@ -144,11 +146,13 @@ double tree_loss(const std::vector<double>& node_losses, ShardRange node, std::i
 // rank's node of the shard tree under MPI: shard_tree.hpp), spread over its workers (the model and
 // its thread replicas, if any). The gradients are added in the shard tree - over the workers by
 // ShardGradients, across ranks by `across_ranks` while backward runs - and so are the losses, so
-// that the step has the same bits however the S shards are spread over ranks and threads.
+// that the step has the same bits however the S shards are spread over ranks and threads. With
+// `squares`, the threads that add the workers' gradients also take each sum's sum of squares
+// (optim::grad_square_sum, while it is in their cache; NaN for a parameter without a gradient).
 double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* replicas,
                                   distributed::BucketedAllreduce* across_ranks, ShardDropout* dropout,
                                   optim::Optimizer& optimizer, const data::Batch& batch, std::int64_t shards,
-                                  std::int64_t step, StepPhases* phases) {
+                                  std::int64_t step, StepPhases* phases, std::vector<double>* squares) {
   const std::int64_t rows = batch.tokens.shape()[0];
   if (shards > rows)
     throw std::invalid_argument(fmt::format("train_step: {} shards of a batch of {} rows (every shard needs a row)",
@@ -181,7 +185,15 @@ double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* rep
     sums.begin(blocks);
     losses = run_shards(worker_of, [&](int i) { return blocks[static_cast<std::size_t>(i)]; },
                         [&](int i) { sums.keep(i); }, n, batch, shards, node, dropout, phases ? &forward : nullptr);
-    std::vector<Tensor> total = sums.sum_all();
+    const nn::NamedTensors& updated = optimizer.params();
+    auto same = [](const auto& a, const auto& b) { return a.second.impl() == b.second.impl(); };
+    const bool same_order =
+        updated.size() == lists[0].size() && std::equal(updated.begin(), updated.end(), lists[0].begin(), same);
+    if (!same_order) squares = nullptr; // (then clip_and_check takes the norm itself)
+    if (squares) squares->assign(lists[0].size(), std::numeric_limits<double>::quiet_NaN());
+    std::vector<Tensor> total = sums.sum_all([squares](std::size_t i, const Tensor& g) {
+      if (squares && g.defined()) (*squares)[i] = optim::grad_square_sum(g);
+    });
     sums.end(); // the replicas' gradients go; the model's are the sums
     for (std::size_t i = 0; i < total.size(); ++i) lists[0][i].second.impl()->grad = total[i].impl_ptr();
   }
@@ -196,13 +208,21 @@ double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* rep
 
 } // namespace
 
-double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t step) {
+double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t step,
+                      const std::vector<double>* squares) {
   double norm = 0;
   std::vector<Tensor> list;
   if (clip > 0) {
     list.reserve(params.size());
     for (const auto& [name, p] : params) list.push_back(p);
-    norm = optim::grad_norm(list); // before clipping: a NaN norm would make every gradient NaN
+    if (squares && squares->size() == params.size()) { // the gradients' sums of squares, taken already
+      std::vector<double> defined;
+      for (std::size_t i = 0; i < params.size(); ++i)
+        if (params[i].second.grad().defined()) defined.push_back((*squares)[i]);
+      norm = optim::norm_of_square_sums(defined); // grad_norm's value, to the bit
+    } else {
+      norm = optim::grad_norm(list); // before clipping: a NaN norm would make every gradient NaN
+    }
   }
   // With clipping the norm is NaN/Inf exactly when a gradient is; without it, look.
   if (!std::isfinite(norm) || (clip <= 0 && !first_nonfinite_grad(params).empty())) {
@@ -213,7 +233,6 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
         fmt::format("step {}: the gradient of '{}' is not finite{}; training stopped before the update", step,
                     first_nonfinite_grad(params), bad.empty() ? "" : " (parameter '" + bad + "' itself is not finite)"));
   }
-  if (clip > 0) optim::scale_to_max_norm(list, clip, norm);
   return norm;
 }
 
@@ -231,14 +250,17 @@ StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, co
                                        across_ranks->shards()));
   if (across_ranks) shards = across_ranks->shards();
   if (shards == 0) shards = std::min<std::int64_t>(replicas ? replicas->count() : 1, rows);
+  std::vector<double> squares; // each gradient's sum of squares, for the norm, when the shard sums take them
   if (s.shards == 0 && shards == 1 && !across_ranks && !dropout)
     r.loss = loss_and_gradients(model, optimizer, batch, s.step, phases); // every op on every thread
   else
-    r.loss = sharded_loss_and_gradients(model, replicas, across_ranks, dropout, optimizer, batch, shards, s.step, phases);
+    r.loss = sharded_loss_and_gradients(model, replicas, across_ranks, dropout, optimizer, batch, shards, s.step,
+                                        phases, s.clip > 0 && !across_ranks ? &squares : nullptr);
   const double t2 = phases ? runtime::seconds_now() : 0;
-  r.grad_norm = clip_and_check(params, s.clip, s.step);
+  r.grad_norm = clip_and_check(params, s.clip, s.step, squares.empty() ? nullptr : &squares);
   const double t3 = phases ? runtime::seconds_now() : 0;
-  optimizer.step();
+  if (s.clip > 0) optimizer.step_scaled(optim::clip_coefficient(s.clip, r.grad_norm)); // the clipped gradients
+  else optimizer.step();
   if (phases) {
     phases->clip += t3 - t2;
     phases->optimizer += runtime::seconds_now() - t3;

@@ -37,11 +37,14 @@ struct StepPhases {
   double forward = 0, backward = 0, clip = 0, optimizer = 0;
 };
 
-// Checks the gradients of `params` and, with clip > 0, clips their global norm (the norm is
-// returned; 0 without clipping). A non-finite gradient throws NonFiniteError naming the first
+// Checks the gradients of `params` and, with clip > 0, returns their global norm (0 without
+// clipping; train_step then steps with the gradients times optim::clip_coefficient of it, the
+// gradients themselves unchanged). A non-finite gradient throws NonFiniteError naming the first
 // parameter whose gradient is not finite - looked for before clipping, which would make every
-// gradient NaN - and a parameter that is itself not finite.
-double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t step);
+// gradient NaN - and a parameter that is itself not finite. `squares`: each parameter's gradient's
+// sum of squares (optim::grad_square_sum, in params' order), when the caller has them already.
+double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t step,
+                      const std::vector<double>* squares = nullptr);
 
 // `optimizer` updates `model`'s parameters (as make_optimizer builds it). The batch is cut into S =
 // settings.shards shards (distributed::shard_rows: rows B s / S .. B (s + 1) / S). With S = 1 and
@@ -61,6 +64,8 @@ double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t 
 //   "step 21: the loss is nan (first non-finite tensor: parameter 'dense.weight'); training stopped"
 //   "step 21: the gradient of 'x' is not finite (parameter 'y' itself is not finite); training
 //    stopped before the update"
+// With clipping, the update reads the gradients times the clip coefficient (Optimizer::step_scaled:
+// the bits of clipping in place first); the parameters' gradients stay as the backward left them.
 // With `dropout` (this rank's shards' generators, train/dropout_state.hpp), shard s draws its
 // dropout masks from shard s's generators whichever worker runs it; without, each worker from its
 // own (the masks then depend on how the shards are spread).

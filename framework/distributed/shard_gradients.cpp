@@ -87,7 +87,7 @@ Tensor ShardGradients::sum(std::size_t param) {
   return tree.take();
 }
 
-std::vector<Tensor> ShardGradients::sum_all() {
+std::vector<Tensor> ShardGradients::sum_all(const std::function<void(std::size_t, const Tensor&)>& then) {
   // sum's check first, here: an exception must not leave an OpenMP region
   for (std::size_t w = 0; w < blocks_.size(); ++w)
     if (kept_[w] != blocks_[w].count() - 1)
@@ -97,7 +97,11 @@ std::vector<Tensor> ShardGradients::sum_all() {
   for (const auto& [name, p] : workers_[0]) elements += p.numel();
   const auto count = static_cast<std::int64_t>(out.size());
 #pragma omp parallel for schedule(dynamic) if (count > 1 && kernels::worth_threads(elements))
-  for (std::int64_t i = 0; i < count; ++i) out[static_cast<std::size_t>(i)] = sum(static_cast<std::size_t>(i));
+  for (std::int64_t i = 0; i < count; ++i) {
+    const auto p = static_cast<std::size_t>(i);
+    out[p] = sum(p);
+    if (then) then(p, out[p]);
+  }
   return out;
 }
 

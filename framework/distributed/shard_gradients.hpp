@@ -14,6 +14,7 @@
 // a single backward leaves such a parameter.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "framework/distributed/shard_tree.hpp"
@@ -43,8 +44,10 @@ public:
   // worker's last backward reached it; calls for different parameters may run on several threads.
   Tensor sum(std::size_t param);
   // Every parameter's sum(i), the parameters spread over the OpenMP threads (each sum is one
-  // parameter's own tree, so the bits do not depend on which thread adds it).
-  std::vector<Tensor> sum_all();
+  // parameter's own tree, so the bits do not depend on which thread adds it). then(i, sum), if
+  // given, runs on the thread that made sum i right after it, while the sum is in that core's
+  // cache (the trainer takes each gradient's sum of squares there); it must not throw.
+  std::vector<Tensor> sum_all(const std::function<void(std::size_t, const Tensor&)>& then = {});
   // Drops the kept sums and every worker's gradients (the parameters then have none).
   void end();
 

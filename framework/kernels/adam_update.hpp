@@ -17,6 +17,7 @@ template <typename T> struct AdamScalars {
   T b1, b2, one_minus_b1, one_minus_b2, eps, wd, step_size, bc2_sqrt, decay;
   T sign; // -1 with maximize: grad = -grad (exact, as the negation)
   bool decoupled;
+  T grad_scale = 1; // the gradient is read times this (clipping folded in: the product clip_grad_norm would store)
 };
 
 HEADGRAD_ISA_BEGIN
@@ -39,7 +40,7 @@ template <typename T, bool kAmsgrad>
 void adam_update_loop(T* __restrict w, const T* __restrict gr, T* __restrict m, T* __restrict v, T* __restrict vmax,
                       std::int64_t n, const AdamScalars<T> c) {
   for (std::int64_t k = 0; k < n; ++k) {
-    T d = c.sign * gr[k];                                          // grad = -grad with maximize
+    T d = c.sign * (gr[k] * c.grad_scale);                         // grad = -grad with maximize (clipped)
     if (c.decoupled) w[k] *= c.decay;                               // AdamW: p.mul_(1 - lr * wd)
     else d = fused_multiply_add(w[k], c.wd, d);                    // Adam: grad.add(p, alpha=wd)
     m[k] = fused_multiply_add(d, c.one_minus_b1, c.b1 * m[k]);     // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)

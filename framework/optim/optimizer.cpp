@@ -97,6 +97,15 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+void Optimizer::step_scaled(double grad_scale) {
+  struct Reset { // back to 1 however step() ends
+    double& s;
+    ~Reset() { s = 1.0; }
+  } reset{grad_scale_};
+  grad_scale_ = grad_scale;
+  step();
+}
+
 void Optimizer::add_step_state(nn::NamedTensors& state) const {
   state.emplace_back("step", Tensor::from_ints({t_}, {}));
   for (std::size_t i = 0; i < params_.size(); ++i)
@@ -141,8 +150,9 @@ void SGD::step() {
       const T lr = static_cast<T>(lr_), wd = static_cast<T>(opt_.weight_decay), mom = static_cast<T>(opt_.momentum);
       const T undamped = static_cast<T>(1.0 - opt_.dampening);
       const bool nesterov = opt_.nesterov, maximize = opt_.maximize;
+      const T scale = static_cast<T>(grad_scale_); // (step_scaled: the clipped gradient)
       for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
-        const T g = maximize ? -gr[k] : gr[k];  // d_p = -grad with maximize
+        const T g = maximize ? -(gr[k] * scale) : gr[k] * scale; // d_p = -grad with maximize
         T d = fused_multiply_add(w[k], wd, g); // d_p = d_p.add(p, alpha=wd)
         if (mom != T(0)) {
           // buf = clone(d_p), then buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
@@ -209,7 +219,7 @@ void Adam::step() {
       const T bcs = static_cast<T>(bc2_sqrt);
       const T decay = static_cast<T>(1.0 - lr_ * opt_.weight_decay);
       const kernels::AdamScalars<T> c{b1, b2, one_minus_b1, one_minus_b2, eps, wd, ss, bcs, decay,
-                                      opt_.maximize ? T(-1) : T(1), opt_.decoupled};
+                                      opt_.maximize ? T(-1) : T(1), opt_.decoupled, static_cast<T>(grad_scale_)};
       jobs.push_back([=](std::int64_t b, std::int64_t e) { // per element: kernels/adam_update.hpp
         kernels::adam_update<T>(w + b, gr + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, c);
       });
@@ -246,42 +256,56 @@ void Adam::load_state(const nn::NamedTensors& state, const std::string& source) 
   commit_steps(steps);
 }
 
-double grad_norm(const std::vector<Tensor>& params) {
-  for (const auto& p : params) check_defined(p, "clip_grad_norm", "a parameter");
-  // Each gradient's sum of squares on one thread (jobs[j]), the gradients spread over the threads,
-  // then the sums added in parameter order: the same bits on any number of threads.
-  std::vector<std::function<double()>> jobs;
-  std::int64_t total = 0;
-  for (const auto& p : params) {
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    total += g.numel();
-    dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
-      jobs.push_back([g] {
-        const T* d = g.data<T>();
-        // in double, over independent partial sums (one dependent add per element is latency-bound)
-        return kernels::sum_lanes_fn<double>(g.numel(), [d](std::int64_t i) {
-          return static_cast<double>(d[i]) * static_cast<double>(d[i]);
-        });
-      });
+double grad_square_sum(const Tensor& g) {
+  double sum = 0;
+  dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
+    const T* d = g.data<T>();
+    // in double, over independent partial sums (one dependent add per element is latency-bound)
+    sum = kernels::sum_lanes_fn<double>(g.numel(), [d](std::int64_t i) {
+      return static_cast<double>(d[i]) * static_cast<double>(d[i]);
     });
-  }
-  std::vector<double> sums(jobs.size());
-  const auto count = static_cast<std::int64_t>(jobs.size());
-#pragma omp parallel for schedule(dynamic) if (count > 1 && kernels::worth_threads(total, 2))
-  for (std::int64_t j = 0; j < count; ++j) sums[static_cast<std::size_t>(j)] = jobs[static_cast<std::size_t>(j)]();
+  });
+  return sum;
+}
+
+double norm_of_square_sums(const std::vector<double>& sums) {
   double sq = 0;
   for (const double x : sums) sq += x;
   return std::sqrt(sq);
 }
 
-void scale_to_max_norm(const std::vector<Tensor>& params, double max_norm, double norm) {
+double grad_norm(const std::vector<Tensor>& params) {
+  for (const auto& p : params) check_defined(p, "clip_grad_norm", "a parameter");
+  // Each gradient's sum of squares on one thread, the gradients spread over the threads, then the
+  // sums added in parameter order: the same bits on any number of threads.
+  std::vector<Tensor> grads;
+  std::int64_t total = 0;
+  for (const auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    total += g.numel();
+    dispatch_float(g.dtype(), "clip_grad_norm", []<typename T>() {}); // (a wrong dtype throws here, not in the threads)
+    grads.push_back(std::move(g));
+  }
+  std::vector<double> sums(grads.size());
+  const auto count = static_cast<std::int64_t>(grads.size());
+#pragma omp parallel for schedule(dynamic) if (count > 1 && kernels::worth_threads(total, 2))
+  for (std::int64_t j = 0; j < count; ++j)
+    sums[static_cast<std::size_t>(j)] = grad_square_sum(grads[static_cast<std::size_t>(j)]);
+  return norm_of_square_sums(sums);
+}
+
+double clip_coefficient(double max_norm, double norm) {
   if (!(max_norm >= 0))
     throw std::invalid_argument(fmt::format("clip_grad_norm: max_norm must be >= 0, got {}", max_norm));
   // clip_coef = max_norm / (total_norm + 1e-6), clamped to at most 1 (a NaN stays NaN, as
-  // torch.clamp keeps it), then every gradient times it
+  // torch.clamp keeps it)
   const double coef = max_norm / (norm + 1e-6);
-  const double clamped = coef > 1 ? 1.0 : coef;
+  return coef > 1 ? 1.0 : coef;
+}
+
+void scale_to_max_norm(const std::vector<Tensor>& params, double max_norm, double norm) {
+  const double clamped = clip_coefficient(max_norm, norm); // then every gradient times it
   if (clamped == 1.0) return; // times 1: nothing changes
   std::vector<std::function<void(std::int64_t, std::int64_t)>> jobs; // jobs[j] scales [b, e) of gradient j
   std::vector<std::int64_t> sizes;

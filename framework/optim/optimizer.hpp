@@ -34,6 +34,10 @@ public:
   explicit Optimizer(nn::NamedTensors params) : params_(std::move(params)) {}
   virtual ~Optimizer() = default;
   virtual void step() = 0; // uses each parameter's grad; parameters without grad are skipped
+  // step() reading every gradient times grad_scale (rounded to the gradient's dtype, the product
+  // scale_to_max_norm would store in place), the gradients themselves left as they are: clipping
+  // folded into the update, one pass over the gradients fewer. The same bits as scaling first.
+  void step_scaled(double grad_scale);
   // Clears every parameter's gradient before the next backward. set_to_none (the default, as
   // torch.optim from torch 2.0): the gradient is dropped, so the next backward writes a fresh one
   // without a zero fill, and a parameter that gets no gradient in a step is skipped by step() -
@@ -69,6 +73,7 @@ protected:
 
   nn::NamedTensors params_;
   double lr_ = 1e-3;
+  double grad_scale_ = 1.0; // step_scaled's factor while its step() runs (1 otherwise)
   std::int64_t t_ = 0;
   std::vector<std::int64_t> param_steps_ = std::vector<std::int64_t>(params_.size(), 0);
 };
@@ -124,6 +129,15 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // change (the trainer names a non-finite gradient before clipping would make them all NaN):
 // total_norm as above, in double; and the scaling by min(1, max_norm / (total_norm + 1e-6)).
 double grad_norm(const std::vector<Tensor>& params);
+// The factor clip_grad_norm multiplies every gradient by: min(1, max_norm / (total_norm + 1e-6)),
+// NaN for a NaN norm (max_norm >= 0, std::invalid_argument otherwise).
+double clip_coefficient(double max_norm, double total_norm);
+// grad_norm's parts: one gradient's sum of squares (in double, over independent partial sums), and
+// the norm of the sums of the gradients there are, added in parameter order - what grad_norm
+// returns, to the bit, for a caller that has the sums already (the trainer takes each while the
+// gradient is in cache).
+double grad_square_sum(const Tensor& grad);
+double norm_of_square_sums(const std::vector<double>& sums);
 void scale_to_max_norm(const std::vector<Tensor>& params, double max_norm, double total_norm);
 
 // Linear warmup from 0 to base_lr over `warmup` steps, then constant or cosine decay to min_lr at
