@@ -211,18 +211,16 @@ double sharded_loss_and_gradients(models::TokenModel& model, ThreadReplicas* rep
 double clip_and_check(const nn::NamedTensors& params, double clip, std::int64_t step,
                       const std::vector<double>* squares) {
   double norm = 0;
-  std::vector<Tensor> list;
-  if (clip > 0) {
+  if (clip > 0 && squares && squares->size() == params.size()) { // the gradients' sums of squares, taken already
+    std::vector<double> defined;
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (params[i].second.grad().defined()) defined.push_back((*squares)[i]);
+    norm = optim::norm_of_square_sums(defined); // grad_norm's value, to the bit
+  } else if (clip > 0) {
+    std::vector<Tensor> list;
     list.reserve(params.size());
     for (const auto& [name, p] : params) list.push_back(p);
-    if (squares && squares->size() == params.size()) { // the gradients' sums of squares, taken already
-      std::vector<double> defined;
-      for (std::size_t i = 0; i < params.size(); ++i)
-        if (params[i].second.grad().defined()) defined.push_back((*squares)[i]);
-      norm = optim::norm_of_square_sums(defined); // grad_norm's value, to the bit
-    } else {
-      norm = optim::grad_norm(list); // before clipping: a NaN norm would make every gradient NaN
-    }
+    norm = optim::grad_norm(list); // before clipping: a NaN norm would make every gradient NaN
   }
   // With clipping the norm is NaN/Inf exactly when a gradient is; without it, look.
   if (!std::isfinite(norm) || (clip <= 0 && !first_nonfinite_grad(params).empty())) {

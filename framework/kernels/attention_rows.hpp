@@ -34,10 +34,10 @@ template <typename T> struct RowsHead {
 HEADGRAD_ISA_BEGIN
 
 // Whether the row kernels take a pair of this size: d_head a whole number of vectors of this copy,
-// at most kRowsMaxKeys keys (longer sequences: the gemm path, or the flash kernels). (Tq is not
-// limited; a pair small enough for small_gemm's loop gemms rounds as they do: no FMA.)
+// at most kRowsMaxKeys keys (longer sequences: the gemm path, or the flash kernels). A pair small
+// enough for small_gemm's loop gemms rounds as they do: no FMA.
 inline constexpr std::int64_t kRowsMaxKeys = 256;
-template <typename T> bool attention_rows_fit(std::int64_t Tq, std::int64_t Tk, std::int64_t dh);
+template <typename T> bool attention_rows_fit(std::int64_t Tk, std::int64_t dh);
 
 // Forward: P (Tq x Tk, contiguous) = softmax(scale Q Kᵀ) over each row's kept keys (0 elsewhere;
 // a row whose kept scores hold a NaN or +inf is NaN on every key), O (Tq x dh, row stride ldo) =
@@ -57,7 +57,7 @@ HEADGRAD_ISA_END
 // Outside the copies built per instruction set, whether the active copy's row kernels take a pair
 // (kernels/kernel_dispatch.cpp): what a test asks to know that it checks them, not the gemms.
 #ifndef HEADGRAD_ISA_NS
-template <> bool attention_rows_fit<float>(std::int64_t Tq, std::int64_t Tk, std::int64_t dh);
-template <> bool attention_rows_fit<double>(std::int64_t Tq, std::int64_t Tk, std::int64_t dh);
+template <> bool attention_rows_fit<float>(std::int64_t Tk, std::int64_t dh);
+template <> bool attention_rows_fit<double>(std::int64_t Tk, std::int64_t dh);
 #endif
 } // namespace headgrad::kernels

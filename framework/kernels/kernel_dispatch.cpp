@@ -68,8 +68,8 @@ namespace headgrad::kernels {
     kernel_table().rows<T>().flash_attention_backward(dq, dq_first, dk, dk_first, dv, dv_first, dout, o, lse, q, k, \
                                                       v, L, kept, scale); \
   } \
-  template <> bool attention_rows_fit<T>(std::int64_t Tq, std::int64_t Tk, std::int64_t dh) { \
-    return kernel_table().rows<T>().attention_rows_fit(Tq, Tk, dh); \
+  template <> bool attention_rows_fit<T>(std::int64_t Tk, std::int64_t dh) { \
+    return kernel_table().rows<T>().attention_rows_fit(Tk, dh); \
   } \
   template <> void adam_update<T>(T* w, const T* gr, T* m, T* v, T* vmax, std::int64_t n, const AdamScalars<T>& c) { \
     kernel_table().rows<T>().adam_update(w, gr, m, v, vmax, n, c); \

@@ -86,30 +86,39 @@ template <typename T> inline T max_lanes(const T* x, std::int64_t n) {
   return max_lanes_fn<T>(n, [x](std::int64_t j) { return x[j]; });
 }
 
-// exp(x) for float, branch-free: x = n ln2 + r with |r| <= ln2/2, exp(r) by Cephes' degree-6
-// polynomial (expf's coefficients), times 2^n assembled in the exponent bits. Relative error
-// <= 2 ulp over the range; x < -87.3 gives 0 (smallest normal, flushed), x > 88.7 gives +inf,
-// NaN gives NaN. Tests compare it with std::exp over the whole float range.
+// exp_f32's constants and its polynomial, on a float or on a vector of floats (GCC vector types;
+// attention_rows.cpp runs the same steps lane-wise).
+struct ExpF32 {
+  static constexpr float kLog2e = 1.44269504088896341f;
+  static constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f; // ln 2 = hi + lo, hi exact in 9 bits
+  static constexpr float kMax = 88.7228394f, kMin = -87.3365479f;
+  static constexpr float kShift = 12582912.0f; // 1.5 * 2^23: t + kShift rounds t to an integer
+  // exp(r) for |r| <= ln2/2: Cephes' degree-6 polynomial (expf's coefficients)
+  template <typename V> static V reduced(V r) {
+    V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    return p * (r * r) + r + 1.0f;
+  }
+};
+
+// exp(x) for float, branch-free: x = n ln2 + r with |r| <= ln2/2, exp(r) by the polynomial above,
+// times 2^n assembled in the exponent bits. Relative error <= 2 ulp over the range; x < -87.3
+// gives 0 (smallest normal, flushed), x > 88.7 gives +inf, NaN gives NaN. Tests compare it with
+// std::exp over the whole float range.
 inline float exp_f32(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f; // ln 2 = hi + lo, hi exact in 9 bits
-  constexpr float kMax = 88.7228394f, kMin = -87.3365479f;
+  using E = ExpF32;
   const bool is_nan = x != x;
-  const bool over = x > kMax, under = x < kMin;
-  const float xc = std::min(std::max(x, kMin), kMax);
+  const bool over = x > E::kMax, under = x < E::kMin;
+  const float xc = std::min(std::max(x, E::kMin), E::kMax);
   // n = round(x log2 e): adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits
-  constexpr float kShift = 12582912.0f;
-  const float t = xc * kLog2e + kShift;
-  const float n = t - kShift;
-  const std::int32_t ni = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(kShift);
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * (r * r) + r + 1.0f;
+  const float t = xc * E::kLog2e + E::kShift;
+  const float n = t - E::kShift;
+  const std::int32_t ni = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(E::kShift);
+  const float r = (xc - n * E::kLn2Hi) - n * E::kLn2Lo;
+  const float er = E::reduced(r);
   // 2^n for n in [-126, 128]: n = 128 only when x is at kMax, split as 2^(n-1) * 2 to stay finite
   const std::int32_t half = ni >> 1;
   const float s1 = std::bit_cast<float>((half + 127) << 23);

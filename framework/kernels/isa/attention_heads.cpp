@@ -83,7 +83,7 @@ template <typename T> RowsHead<T> rows_head(const Head<T>& h) {
   return {h.Tq, h.Tk, h.dh, h.Q, h.K, h.V, h.ldq, h.ldk, h.ldv, h.lens};
 }
 template <typename T> bool rows_kernels_take(const Head<T>& h) {
-  return !h.keep && !h.drop && attention_rows_fit<T>(h.Tq, h.Tk, h.dh);
+  return !h.keep && !h.drop && attention_rows_fit<T>(h.Tk, h.dh);
 }
 
 // ---- one head, keeping P ------------------------------------------------------------------------

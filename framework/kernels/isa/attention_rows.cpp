@@ -19,6 +19,7 @@
 #include "framework/kernels/row_softmax.hpp"
 #include "framework/kernels/scratch.hpp"
 #include "framework/kernels/small_gemm.hpp"
+#include "framework/kernels/vec_math.hpp"
 
 #ifndef HEADGRAD_ISA_NS
 #error "attention_rows.cpp is compiled per instruction set (CMakeLists.txt: HEADGRAD_ISA_SOURCES)"
@@ -133,21 +134,16 @@ template <typename V> inline V vexp(V x) {
   using T = std::remove_cvref_t<decltype(x[0])>;
   if constexpr (std::is_same_v<T, float>) {
     typedef std::int32_t IV __attribute__((vector_size(sizeof(V))));
-    const V zero = {}, lo = zero - 87.3365479f, hi = zero + 88.7228394f, shift = zero + 12582912.0f;
+    using E = ExpF32;
+    const V zero = {}, lo = splat<V>(E::kMin), hi = splat<V>(E::kMax), shift = splat<V>(E::kShift);
     const IV is_nan = x != x, over = x > hi, under = x < lo;
     const V xmax = x < lo ? lo : x;
     const V xc = hi < xmax ? hi : xmax; // std::min(std::max(x, lo), hi), a NaN kept
-    const V t = xc * 1.44269504088896341f + shift;
+    const V t = xc * E::kLog2e + shift;
     const V n = t - shift;
     const IV ni = (IV)t - (IV)shift;
-    const V r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-    V p = zero + 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const V er = p * (r * r) + r + 1.0f;
+    const V r = (xc - n * E::kLn2Hi) - n * E::kLn2Lo;
+    const V er = E::reduced(r);
     const IV half = ni >> 1;
     const V y = er * (V)((half + 127) << 23) * (V)((ni - half + 127) << 23);
     const V inf = zero + std::numeric_limits<float>::infinity();
@@ -463,7 +459,7 @@ template <bool Fma> struct Pair {
 
 } // namespace attention_rows_detail
 
-template <typename T> bool attention_rows_fit(std::int64_t, std::int64_t Tk, std::int64_t dh) {
+template <typename T> bool attention_rows_fit(std::int64_t Tk, std::int64_t dh) {
   return Tk > 0 && Tk <= kRowsMaxKeys && dh > 0 && dh % attention_rows_detail::Vec<T>::W == 0;
 }
 
@@ -483,7 +479,7 @@ bool attention_rows_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bo
 }
 
 #define HEADGRAD_ATTENTION_ROWS_INSTANCES(T)                                                                           \
-  template bool attention_rows_fit<T>(std::int64_t, std::int64_t, std::int64_t);                                       \
+  template bool attention_rows_fit<T>(std::int64_t, std::int64_t);                                                     \
   template bool attention_rows_forward<T>(T*, std::int64_t, T*, const RowsHead<T>&, T);                                \
   template bool attention_rows_backward<T>(T*, bool, T*, bool, T*, bool, const T*, std::int64_t, const T*,             \
                                            const RowsHead<T>&, T);
