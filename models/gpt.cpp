@@ -36,6 +36,14 @@ void write_cache(Tensor& dst, const Tensor& src_buf, std::int64_t col, std::int6
   });
 }
 
+// residual + dropout(proj(h)). When the dropout is the identity the add goes inside the
+// projection's op (ops::linear_residual: its gemm adds h W^T onto the residual), one pass over
+// (B, T, C) less each way; with dropout between them they stay two ops.
+Tensor project_add(const nn::Linear& proj, nn::Dropout& dropout, const Tensor& h, const Tensor& residual) {
+  if (dropout.is_identity()) return ops::linear_residual(h, proj.weight, proj.bias, residual);
+  return residual + dropout.forward(proj.forward(h));
+}
+
 } // namespace
 
 void GPTConfig::validate() const {
@@ -52,7 +60,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg, Generator& gen, D
   resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(cfg.dropout, gen.next_u64()));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& valid_lens) {
+Tensor CausalSelfAttention::heads(const Tensor& x, const Tensor& valid_lens) {
   // x: (B, T, C); qkv: (B, T, 3C) = [q | k | v], head h the columns h*hs .. (h+1)*hs of each
   Projected p;
   p.qkv = c_attn->forward(x);
@@ -60,14 +68,21 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& valid_lens) {
   ops::AttentionMask mask;
   mask.valid_lens = valid_lens;
   mask.causal = true;
-  // (B, T, C), the heads side by side; model.py's att = attn_dropout(softmax(masked scores)), y = att @ v
-  const Tensor y = multi_head_attention(p, n_head, mask, path, *attn_dropout, weights);
+  // (B, T, C), the heads side by side (before c_proj); model.py's att = attn_dropout(softmax(masked scores)), y = att @ v
+  return multi_head_attention(p, n_head, mask, path, *attn_dropout, weights);
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& valid_lens) {
   // output projection
-  return resid_dropout->forward(c_proj->forward(y));
+  return resid_dropout->forward(c_proj->forward(heads(x, valid_lens)));
+}
+
+Tensor CausalSelfAttention::forward_add(const Tensor& x, const Tensor& valid_lens, const Tensor& residual) {
+  return project_add(*c_proj, *resid_dropout, heads(x, valid_lens), residual);
 }
 
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values,
-                                           std::int64_t past) {
+                                           std::int64_t past, const Tensor& residual) {
   // x: (B, Tn, C); qkv: (B, Tn, 3C)
   const Tensor qkv = c_attn->forward(x).contiguous();
   const std::int64_t B = qkv.shape()[0], Tn = qkv.shape()[1], C = n_embd;
@@ -81,7 +96,7 @@ Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& cache_keys, 
     for (std::int64_t i = 0; i < Tn; ++i) lens[static_cast<std::size_t>(b * Tn + i)] = past + i + 1;
   ops::AttentionMask mask;
   mask.valid_lens = Tensor::from_ints(lens, {B, Tn});
-  return c_proj->forward(ops::attention(q, k, v, n_head, mask));
+  return ops::linear_residual(ops::attention(q, k, v, n_head, mask), c_proj->weight, c_proj->bias, residual);
 }
 
 MLP::MLP(const GPTConfig& cfg, Generator& gen, DType dtype) {
@@ -97,6 +112,10 @@ Tensor MLP::forward(const Tensor& x) {
   return dropout->forward(c_proj->forward(h));
 }
 
+Tensor MLP::forward_add(const Tensor& x, const Tensor& residual) {
+  return project_add(*c_proj, *dropout, ops::linear_gelu(x, c_fc->weight, c_fc->bias, gelu->approximate), residual);
+}
+
 Block::Block(const GPTConfig& cfg, Generator& gen, DType dtype) {
   ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(cfg.d_model, 1e-5, dtype, false));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg, gen, dtype));
@@ -106,13 +125,14 @@ Block::Block(const GPTConfig& cfg, Generator& gen, DType dtype) {
 
 Tensor Block::forward(const Tensor& x, const Tensor& valid_lens) {
   // x: (B, T, C), pre-LayerNorm residual blocks
-  const Tensor y = x + attn->forward(ln_1->forward(x), valid_lens);
-  return y + mlp->forward(ln_2->forward(y));
+  // y = x + attn(ln_1(x)); out = y + mlp(ln_2(y)), each add inside its projection's op
+  const Tensor y = attn->forward_add(ln_1->forward(x), valid_lens, x);
+  return mlp->forward_add(ln_2->forward(y), y);
 }
 
 Tensor Block::forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past) {
-  const Tensor y = x + attn->forward_cached(ln_1->forward(x), cache_keys, cache_values, past);
-  return y + mlp->forward(ln_2->forward(y));
+  const Tensor y = attn->forward_cached(ln_1->forward(x), cache_keys, cache_values, past, x);
+  return mlp->forward_add(ln_2->forward(y), y);
 }
 
 GPTBody::GPTBody(const GPTConfig& cfg, Generator& gen, DType dtype) {

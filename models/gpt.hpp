@@ -50,15 +50,22 @@ public:
   CausalSelfAttention(const GPTConfig& cfg, Generator& gen, DType dtype);
   // x (B, T, C), valid_lens undefined or (B) -> (B, T, C)
   Tensor forward(const Tensor& x, const Tensor& valid_lens);
+  // residual + forward(x, valid_lens): a block's `x + attn(ln_1(x))`, the add folded into c_proj
+  Tensor forward_add(const Tensor& x, const Tensor& valid_lens, const Tensor& residual);
   // x (B, Tn, C) at positions past .. past + Tn - 1; writes their keys and values into the layer's
-  // cache (B, block_size, C) and attends over positions [0, past + Tn). No graph.
-  Tensor forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past);
+  // cache (B, block_size, C), attends over positions [0, past + Tn) and returns residual plus the
+  // projected result. No graph.
+  Tensor forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past,
+                        const Tensor& residual);
 
   std::int64_t n_head, n_embd;
   AttentionPath path = AttentionPath::fused; // composed: model.py's manual attention, op by op
   AttentionWeights weights;                  // (B, heads, T, T) of the last forward (see AttentionWeights)
   std::shared_ptr<nn::Linear> c_attn, c_proj;
   std::shared_ptr<nn::Dropout> attn_dropout, resid_dropout;
+
+private:
+  Tensor heads(const Tensor& x, const Tensor& valid_lens); // the attended heads (B, T, C), before c_proj
 };
 
 // c_proj(gelu(c_fc(x))), then dropout: (..., C) -> (..., ffn) -> (..., C). GELU is the exact
@@ -67,6 +74,8 @@ class MLP : public nn::Module {
 public:
   MLP(const GPTConfig& cfg, Generator& gen, DType dtype);
   Tensor forward(const Tensor& x);
+  // residual + forward(x): a block's `x + mlp(ln_2(x))`, the add folded into c_proj
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   std::shared_ptr<nn::Linear> c_fc, c_proj;
   std::shared_ptr<nn::GELU> gelu;
   std::shared_ptr<nn::Dropout> dropout;

@@ -256,6 +256,8 @@ const std::map<std::string, OpFn>& op_table() {
          return Outputs{linear_gelu(x[0], x[1], arg(x, 2),
                                     p["approximate"] == "tanh" ? GeluApproximate::tanh : GeluApproximate::none)};
        }},
+      {"linear_residual",
+       [](const Inputs& x, const json&) { return Outputs{linear_residual(x[0], x[1], arg(x, 3), x[2])}; }},
       {"layer_norm",
        [](const Inputs& x, const json& p) {
          const auto [w, b] = affine_of(x, 1, p);

@@ -98,7 +98,7 @@ TEST_CASE_TEMPLATE("isa kernels: layer norm and add + layer norm, forward and ba
   });
 }
 
-TEST_CASE_TEMPLATE("isa kernels: cross-entropy rows, bias rows and column sums", T, float, double) {
+TEST_CASE_TEMPLATE("isa kernels: cross-entropy rows, bias rows, residual rows and column sums", T, float, double) {
   const std::int64_t rows = 23, V = 67;
   const std::vector<T> x = normal<T>(rows * V, 8, 4.0), bias = normal<T>(V, 9);
   std::vector<std::int64_t> target(rows);
@@ -116,7 +116,16 @@ TEST_CASE_TEMPLATE("isa kernels: cross-entropy rows, bias rows and column sums",
     kernels::cross_entropy_backward<T>(dx.data(), true, probs.data(), target.data(), scale.data(), rows, V);
     kernels::fill_rows<T>(filled.data(), bias.data(), rows, V);
     kernels::column_sums<T>(sums.data(), true, x.data(), rows, V);
-    return std::vector<std::vector<T>>{probs, loss, dx, filled, sums, {static_cast<T>(total)}};
+    std::vector<T> added(x.size()), copied(x.size());
+    kernels::add_rows<T>(added.data(), x.data(), bias.data(), rows, V); // x + bias in every row
+    kernels::add_rows<T>(copied.data(), x.data(), nullptr, rows, V);     // no bias: x itself
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < V; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r * V + c);
+        REQUIRE(added[i] == x[i] + bias[static_cast<std::size_t>(c)]);
+        REQUIRE(copied[i] == x[i]);
+      }
+    return std::vector<std::vector<T>>{probs, loss, dx, filled, sums, {static_cast<T>(total)}, added, copied};
   });
 }
 

@@ -45,6 +45,9 @@ namespace headgrad::kernels {
   template <> void fill_rows<T>(T* y, const T* b, std::int64_t rows, std::int64_t cols) { \
     kernel_table().rows<T>().fill_rows(y, b, rows, cols); \
   } \
+  template <> void add_rows<T>(T* y, const T* res, const T* b, std::int64_t rows, std::int64_t cols) { \
+    kernel_table().rows<T>().add_rows(y, res, b, rows, cols); \
+  } \
   template <> void column_sums<T>(T* out, bool first_write, const T* x, std::int64_t rows, std::int64_t cols) { \
     kernel_table().rows<T>().column_sums(out, first_write, x, rows, cols); \
   } \

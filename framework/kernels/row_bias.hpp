@@ -1,5 +1,5 @@
 // row_bias.hpp - a bias added to every row of a (rows, cols) matrix, and its gradient: the column
-// sums. Used by linear (y = x W^T + b, db = sum_rows dy).
+// sums. Used by linear (y = x W^T + b, db = sum_rows dy) and linear_residual (y = res + x W^T + b).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +14,20 @@ HEADGRAD_ISA_BEGIN
 template <typename T> void fill_rows(T* y, const T* b, std::int64_t rows, std::int64_t cols) {
 #pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
   for (std::int64_t r = 0; r < rows; ++r) std::copy(b, b + cols, y + r * cols);
+}
+
+// y[r, :] = res[r, :] + b for every row, or a copy of res when b is null (linear_residual's gemm
+// then adds x W^T with beta 1, so the residual add needs no pass of its own).
+template <typename T> void add_rows(T* y, const T* res, const T* b, std::int64_t rows, std::int64_t cols) {
+#pragma omp parallel for schedule(static) if (worth_threads(rows * cols))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* __restrict yr = y + r * cols;
+    const T* __restrict rr = res + r * cols;
+    if (b)
+      for (std::int64_t c = 0; c < cols; ++c) yr[c] = rr[c] + b[c];
+    else
+      std::copy(rr, rr + cols, yr);
+  }
 }
 
 // out[c] = or += sum_r x[r, c] (first_write: =). Threads take blocks of 64 columns, and each
@@ -36,6 +50,7 @@ HEADGRAD_ISA_END
 #ifndef HEADGRAD_ISA_NS
 #define HEADGRAD_ROW_BIAS_INSTANCES(T) \
   template <> void fill_rows<T>(T* y, const T* b, std::int64_t rows, std::int64_t cols); \
+  template <> void add_rows<T>(T* y, const T* res, const T* b, std::int64_t rows, std::int64_t cols); \
   template <> void column_sums<T>(T* out, bool first_write, const T* x, std::int64_t rows, std::int64_t cols);
 HEADGRAD_ROW_BIAS_INSTANCES(float)
 HEADGRAD_ROW_BIAS_INSTANCES(double)

@@ -46,6 +46,8 @@ class Dropout : public Module {
 public:
   explicit Dropout(double p, std::uint64_t seed = 0);
   Tensor forward(const Tensor& x);
+  // forward returns its input unchanged (evaluation, or p = 0): what follows may fuse across it
+  bool is_identity() const { return !training() || p == 0.0; }
   double p;
   Generator gen;
 };

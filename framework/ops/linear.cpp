@@ -134,4 +134,34 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
   });
 }
 
+Tensor linear_residual(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual) {
+  const LinearDims d = check_linear(x, weight, bias, "linear_residual");
+  check_defined(residual, "linear_residual", "residual");
+  Dims oshape = x.shape();
+  oshape[oshape.size() - 1] = d.out_f;
+  if (residual.shape() != oshape || residual.dtype() != x.dtype())
+    throw std::invalid_argument(fmt::format("linear_residual: residual {} {} does not match the output {} {} of input "
+                                            "{} and weight {}",
+                                            residual.shape(), dtype_name(residual.dtype()), oshape,
+                                            dtype_name(x.dtype()), x.shape(), weight.shape()));
+  OpTimer timer("linear_residual");
+  const Tensor xc = x.contiguous(), wc = weight.contiguous(), rc = residual.contiguous();
+  Tensor out = new_tensor(oshape, x.dtype());
+  // forward: y = r + x W^T + b (a residual connection around a projection; torch.addmm's
+  // beta * input + mat1 @ mat2 with beta = 1): y starts as r + b, and the gemm adds x W^T with
+  // beta 1 - the pass that zeroed y for a beta-0 gemm now writes the residual, and the add after
+  // the projection is gone.
+  dispatch_float(x.dtype(), "linear_residual", [&]<typename T>() {
+    T* y = out.data<T>();
+    kernels::add_rows<T>(y, rc.data<T>(), bias.defined() ? bias.contiguous().data<T>() : nullptr, d.rows, d.out_f);
+    kernels::gemm<T>(false, true, d.rows, d.out_f, d.in_f, T(1), xc.data<T>(), d.in_f, wc.data<T>(), d.in_f, T(1), y,
+                     d.out_f);
+  });
+  // VJP: dr += dy (dy/dr = 1), then linear's VJP with dy for x, W and b
+  return record(out, "linear_residual", {xc, wc, bias, rc}, [d](Node& n, const Tensor& dy) {
+    linear_backward(n, dy, d);
+    n.add_to_grad(3, dy); // dy itself handed on, as add's backward does
+  });
+}
+
 } // namespace headgrad::ops

@@ -1,5 +1,5 @@
 // linear_checks.cpp - gradient-check and misuse rows of linear and its fused activations
-// (linear.cpp: linear, linear_relu, linear_gelu).
+// (linear.cpp: linear, linear_relu, linear_gelu) and of linear_residual.
 // Registered as "framework/ops/linear" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
 #include "framework/checks/row_helpers.hpp"
@@ -33,6 +33,14 @@ void linear_rows(GradcheckRows& cases) {
                       [](const std::vector<Tensor>& x) {
                         return ops::linear_gelu(x[0].transpose(0, 1), x[1], Tensor(), ops::GeluApproximate::tanh);
                       }));
+  cases.push_back(row(kLayers, "linear_residual with bias", "x [2, 3, 4], W [5, 4], b [5], residual [2, 3, 5]",
+                      [] { return std::vector{randn({2, 3, 4}, 59), randn({5, 4}, 60), randn({5}, 61), randn({2, 3, 5}, 62)}; },
+                      [](const std::vector<Tensor>& x) { return ops::linear_residual(x[0], x[1], x[2], x[3]); }));
+  cases.push_back(row(kLayers, "linear_residual no bias, residual a transpose view, the input itself",
+                      "x [3, 3], W [3, 3], residual x^T", [] { return std::vector{randn({3, 3}, 63), randn({3, 3}, 64)}; },
+                      [](const std::vector<Tensor>& x) {
+                        return ops::linear_residual(x[0], x[1], Tensor(), x[0].transpose(0, 1));
+                      }));
   cases.push_back(row(kLayers, "linear with in_features 0 (only the bias matters)", "x [3, 0], W [2, 0], b [2]",
                       [] { return std::vector{randn({3, 0}, 38), randn({2, 0}, 39), randn({2}, 49)}; },
                       [](const std::vector<Tensor>& x) { return ops::linear(x[0], x[1], x[2]); }));
@@ -48,6 +56,8 @@ std::vector<MisuseRow> ops_linear_misuse_rows() {
     {"linear_gelu", {x, f32({5, 4}), f32({5})}, [](const Args& a) { linear_gelu(a[0], a[1], a[2]); }, {2}},
     {"linear_gelu", {x, f32({5, 4}), f32({5})},
      [](const Args& a) { linear_gelu(a[0], a[1], a[2], GeluApproximate::tanh); }, {2}},
+    {"linear_residual", {x, f32({5, 4}), f32({5}), f32({2, 3, 5})},
+     [](const Args& a) { linear_residual(a[0], a[1], a[2], a[3]); }, {2}},
   };
 }
 

@@ -102,6 +102,10 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 // runs linear's gemms.
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                    GeluApproximate approximate = GeluApproximate::none);
+// residual + linear(x, weight, bias) as one op (a residual connection around an output
+// projection, as in a GPT block); residual has the output's shape and dtype. The gemm adds
+// x W^T onto a copy of the residual (beta 1), so the add costs no pass of its own.
+Tensor linear_residual(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual);
 
 // ---- layer norm (layer_norm.cpp) --------------------------------------------------------------
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, as PyTorch).

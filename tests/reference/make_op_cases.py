@@ -378,6 +378,7 @@ OPS = {
     "linear": lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)],
     "linear_gelu": lambda x, p: [F.gelu(F.linear(x[0], x[1], x[2] if len(x) > 2 else None),
                                         approximate=p["approximate"])],
+    "linear_residual": lambda x, p: [x[2] + F.linear(x[0], x[1], x[3] if len(x) > 3 else None)],
     "layer_norm": lambda x, p: t_layer_norm(x, p),
     "add_layer_norm": lambda x, p: t_layer_norm([x[0] + x[1]] + list(x[2:]), p),
     "clip_grad_norm": lambda x, p: t_clip_grad_norm(x, p),
@@ -628,6 +629,19 @@ def fam_linear_gelu(n):
         if chance(0.7):
             ins.append(fin((o,), dt, view=0))
         yield "linear_gelu", {"approximate": pick(["none", "none", "tanh"])}, ins
+
+
+def fam_linear_residual(n):
+    """residual + linear, the fused op of a GPT block's output projections; inputs x, W, the
+    residual, then the bias if any. Run last, as fam_linear_gelu."""
+    for _ in range(n):
+        dt = dtypes()
+        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
+        lead = rand_shape(0, 2)
+        ins = [fin(lead + (i,), dt), fin((o, i), dt), fin(lead + (o,), dt, view=0.2)]
+        if chance(0.5):
+            ins.append(fin((o,), dt, view=0))
+        yield "linear_residual", {}, ins
 
 
 def fam_layer_norm(n):
@@ -1155,7 +1169,7 @@ FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", 
             ("softmax_special", fam_softmax_special, 330), ("large_logits", fam_large_logits, 120),
             ("layer_norm_overflow", fam_layer_norm_overflow, 100), ("clip", fam_clip, 150),
             ("correction", fam_correction, 150), ("accepted", fam_accepted, 200), ("masks", fam_masks, 32),
-            ("linear", fam_linear_gelu, 60)]
+            ("linear", fam_linear_gelu, 60), ("linear", fam_linear_residual, 40)]
 
 
 # --------------------------------------------------------------------------------------------

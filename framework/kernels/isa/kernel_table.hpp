@@ -46,6 +46,7 @@ template <typename T> struct RowKernels {
   decltype(&kernels::cross_entropy_forward<T>) cross_entropy_forward;
   decltype(&kernels::cross_entropy_backward<T>) cross_entropy_backward;
   decltype(&kernels::fill_rows<T>) fill_rows;
+  decltype(&kernels::add_rows<T>) add_rows;
   decltype(&kernels::column_sums<T>) column_sums;
   decltype(&kernels::attention_forward<T>) attention_forward;
   decltype(&kernels::attention_backward<T>) attention_backward;

@@ -23,6 +23,7 @@ template <typename T> RowKernels<T> row_kernels() {
           cross_entropy_forward<T>,
           cross_entropy_backward<T>,
           fill_rows<T>,
+          add_rows<T>,
           column_sums<T>,
           attention_forward<T>,
           attention_backward<T>,
