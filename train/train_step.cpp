@@ -17,6 +17,7 @@
 #include "framework/ops/ops.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "framework/runtime/clock.hpp"
+#include "framework/runtime/team_meet.hpp"
 #include "train/rank_shard.hpp"
 
 namespace headgrad::train {
@@ -97,6 +98,7 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
   const double all_valid = static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
   std::vector<double> losses(static_cast<std::size_t>(node.count()), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+  runtime::TeamMeet meet; // the threads finish together, awake (team_meet.hpp)
 #pragma omp parallel num_threads(n)
   {
     const int i = omp_get_thread_num();
@@ -118,6 +120,7 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
     } catch (...) {
       errors[static_cast<std::size_t>(i)] = std::current_exception();
     }
+    meet.arrive_and_wait();
   }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);

@@ -5,6 +5,7 @@
 
 #include "framework/kernels/accumulate.hpp"
 #include "framework/kernels/parallel.hpp"
+#include "framework/runtime/team_meet.hpp"
 
 namespace headgrad::distributed {
 namespace {
@@ -96,12 +97,11 @@ std::vector<Tensor> ShardGradients::sum_all(const std::function<void(std::size_t
   std::int64_t elements = 0;
   for (const auto& [name, p] : workers_[0]) elements += p.numel();
   const auto count = static_cast<std::int64_t>(out.size());
-#pragma omp parallel for schedule(dynamic) if (count > 1 && kernels::worth_threads(elements))
-  for (std::int64_t i = 0; i < count; ++i) {
+  runtime::parallel_for(count, count > 1 && kernels::worth_threads(elements), [&](std::int64_t i) {
     const auto p = static_cast<std::size_t>(i);
     out[p] = sum(p);
     if (then) then(p, out[p]);
-  }
+  });
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "framework/kernels/adam_update.hpp"
 #include "framework/kernels/parallel.hpp"
+#include "framework/runtime/team_meet.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::optim {
@@ -76,11 +77,10 @@ void for_chunks(const std::vector<std::int64_t>& sizes, std::int64_t cost,
     total += sizes[j];
   }
   const auto count = static_cast<std::int64_t>(chunks.size());
-#pragma omp parallel for schedule(static) if (count > 1 && kernels::worth_threads(total, cost))
-  for (std::int64_t i = 0; i < count; ++i) {
+  runtime::parallel_for(count, count > 1 && kernels::worth_threads(total, cost), [&](std::int64_t i) {
     const Chunk& c = chunks[static_cast<std::size_t>(i)];
     update(c.job, c.begin, c.end);
-  }
+  });
 }
 
 } // namespace
@@ -289,9 +289,9 @@ double grad_norm(const std::vector<Tensor>& params) {
   }
   std::vector<double> sums(grads.size());
   const auto count = static_cast<std::int64_t>(grads.size());
-#pragma omp parallel for schedule(dynamic) if (count > 1 && kernels::worth_threads(total, 2))
-  for (std::int64_t j = 0; j < count; ++j)
+  runtime::parallel_for(count, count > 1 && kernels::worth_threads(total, 2), [&](std::int64_t j) {
     sums[static_cast<std::size_t>(j)] = grad_square_sum(grads[static_cast<std::size_t>(j)]);
+  });
   return norm_of_square_sums(sums);
 }
 
