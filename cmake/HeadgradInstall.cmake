@@ -37,7 +37,8 @@ set(HEADGRAD_PRIVATE_HEADERS
   ops/attention_mask.hpp    # attention masks as the kernels take them (masked_softmax.cpp, attention.cpp)
   ops/dropout_draw.hpp      # how dropout draws its mask (dropout.cpp, attention.cpp)
   io/safetensors_format.hpp # the byte layout shared by the safetensors reader and writer
-  runtime/team_meet.hpp     # how the threads of a region meet before its end (train_step, optimizer)
+  runtime/team_meet.hpp     # how the threads of a region meet before its end (spin_pool.cpp)
+  runtime/spin_pool.hpp     # the training step's threads, spinning between its phases (train/)
 )
 # Not installed either: kernels/, and checks/ (the registry of the gradcheck and misuse rows, which
 # are compiled into the headgrad command and the tests only: headgrad_checks).

@@ -11,6 +11,7 @@ ThreadReplicas::ThreadReplicas(models::TokenModel& model, int threads, std::uint
     r->share_parameters(model);
     replicas_.push_back(std::move(r));
   }
+  pool_ = std::make_unique<runtime::SpinPool>(threads - 1);
   follow_mode();
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "framework/runtime/spin_pool.hpp"
 #include "models/token_model.hpp"
 
 namespace headgrad::train {
@@ -21,6 +22,9 @@ public:
   ThreadReplicas(models::TokenModel& model, int threads, std::uint64_t seed);
 
   int count() const { return static_cast<int>(replicas_.size()) + 1; }
+  // count() threads (the caller's and count() - 1 workers) that the training step runs its shards,
+  // gradient sums and update on, spinning between them (framework/runtime/spin_pool.hpp).
+  runtime::SpinPool& pool() { return *pool_; }
   models::TokenModel& worker(int i) { return i == 0 ? model_ : *replicas_[static_cast<std::size_t>(i - 1)]; }
 
   // Puts every replica in the model's train/eval mode.
@@ -33,6 +37,7 @@ public:
 private:
   models::TokenModel& model_;
   std::vector<std::unique_ptr<models::TokenModel>> replicas_;
+  std::unique_ptr<runtime::SpinPool> pool_;
 };
 
 // The workers a run with `threads` threads trains with: none (null: every op may use the threads

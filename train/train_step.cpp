@@ -17,7 +17,7 @@
 #include "framework/ops/ops.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "framework/runtime/clock.hpp"
-#include "framework/runtime/team_meet.hpp"
+#include "framework/runtime/spin_pool.hpp"
 #include "train/rank_shard.hpp"
 
 namespace headgrad::train {
@@ -98,11 +98,9 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
   const double all_valid = static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
   std::vector<double> losses(static_cast<std::size_t>(node.count()), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  runtime::TeamMeet meet; // the threads finish together, awake (team_meet.hpp)
-#pragma omp parallel num_threads(n)
-  {
-    const int i = omp_get_thread_num();
-    omp_set_num_threads(1); // this thread's ops run alone (a parallel region of one thread would not say so)
+  // n threads at once, each running every op of its shards alone: the replicas' spinning pool when
+  // there is one (runtime::SpinPool, kept awake between the step's phases), else OpenMP's
+  runtime::run_team(n, [&](int i) {
     try {
       const ShardRange block = block_of(i);
       for (std::int64_t s = block.first; s < block.end; ++s) {
@@ -120,8 +118,7 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
     } catch (...) {
       errors[static_cast<std::size_t>(i)] = std::current_exception();
     }
-    meet.arrive_and_wait();
-  }
+  });
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
   return losses;
@@ -242,6 +239,7 @@ StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, co
                       distributed::BucketedAllreduce* across_ranks, ShardDropout* dropout) {
   const nn::NamedTensors& params = optimizer.params();
   optimizer.set_lr(s.lr);
+  runtime::UsePool use(replicas ? &replicas->pool() : nullptr); // shards, sums and update on its threads
   StepResult r;
   // (the loss and the logits are gone before the update: their memory is free for it)
   const std::int64_t rows = batch.tokens.shape()[0];

@@ -5,7 +5,7 @@
 
 #include "framework/kernels/accumulate.hpp"
 #include "framework/kernels/parallel.hpp"
-#include "framework/runtime/team_meet.hpp"
+#include "framework/runtime/spin_pool.hpp"
 
 namespace headgrad::distributed {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "framework/kernels/adam_update.hpp"
 #include "framework/kernels/parallel.hpp"
-#include "framework/runtime/team_meet.hpp"
+#include "framework/runtime/spin_pool.hpp"
 #include "framework/kernels/vec_math.hpp"
 
 namespace headgrad::optim {

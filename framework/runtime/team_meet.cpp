@@ -5,17 +5,6 @@
 #include "framework/runtime/clock.hpp"
 
 namespace headgrad::runtime {
-namespace {
-
-// One turn of a spin-wait: PAUSE on x86 (lets the other hyperthread run and saves power), nothing
-// elsewhere.
-inline void spin_pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-} // namespace
 
 void TeamMeet::arrive_and_wait() {
   const int team = omp_get_num_threads();

@@ -11,9 +11,16 @@
 // a region whose threads are badly out of step costs no more CPU than that.
 #pragma once
 #include <atomic>
-#include <cstdint>
 
 namespace headgrad::runtime {
+
+// One turn of a spin-wait: PAUSE on x86 (yields the core's other hyperthread, saves power),
+// nothing elsewhere.
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 // One meeting of the threads of one parallel region, for one use: each thread of the team calls
 // arrive_and_wait() once, as the last thing in the region's body (also on its error path), and
@@ -33,18 +40,5 @@ private:
   std::atomic<int> arrived_{0};
   std::atomic<int> met_{0};
 };
-
-// body(i) for i in [0, count), spread over the OpenMP threads (dynamic schedule) when `parallel`,
-// else on the calling thread; the threads meet (TeamMeet) before the region ends. body must not
-// throw: an exception may not leave an OpenMP region.
-template <typename F> void parallel_for(std::int64_t count, bool parallel, const F& body) {
-  TeamMeet meet;
-#pragma omp parallel if (parallel)
-  {
-#pragma omp for schedule(dynamic) nowait
-    for (std::int64_t i = 0; i < count; ++i) body(i);
-    meet.arrive_and_wait();
-  }
-}
 
 } // namespace headgrad::runtime

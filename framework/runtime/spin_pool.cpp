@@ -1,0 +1,125 @@
+#include "framework/runtime/spin_pool.hpp"
+
+#include <omp.h>
+
+#include "framework/runtime/clock.hpp"
+#include "framework/runtime/team_meet.hpp"
+
+namespace headgrad::runtime {
+namespace {
+
+thread_local SpinPool* t_pool = nullptr;
+
+// Spins until ready() or kSpinSeconds have passed; returns ready().
+template <typename Ready> bool spin_until(const Ready& ready) {
+  if (ready()) return true;
+  const double start = seconds_now();
+  for (int turn = 0;; ++turn) {
+    for (int i = 0; i < 32; ++i) spin_pause();
+    if (ready()) return true;
+    if ((turn & 15) == 15 && seconds_now() - start > SpinPool::kSpinSeconds) return ready();
+  }
+}
+
+// The calling thread's OpenMP thread count set to 1 while it lives (its ops run alone).
+struct OneOmpThread {
+  int before = omp_get_max_threads();
+  OneOmpThread() { omp_set_num_threads(1); }
+  ~OneOmpThread() { omp_set_num_threads(before); }
+};
+
+} // namespace
+
+SpinPool::SpinPool(int workers) : errors_(static_cast<std::size_t>(workers > 0 ? workers + 1 : 1)) {
+  for (int i = 1; i <= workers; ++i) threads_.emplace_back([this, i] { serve(i); });
+}
+
+SpinPool::~SpinPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void SpinPool::serve(int index) {
+  omp_set_num_threads(1); // this thread's ops run alone, as a worker of an OpenMP region's would
+  int seen = 0; // the generation at construction, not a load here: a job may come before this thread runs
+  for (;;) {
+    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+      sleeps_.fetch_add(1, std::memory_order_relaxed);
+      generation_.wait(seen, std::memory_order_acquire);
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
+    if (index < n_) { // (a worker outside the job acknowledges it too: run() returns once all have seen it)
+      try {
+        (*body_)(index);
+      } catch (...) {
+        errors_[static_cast<std::size_t>(index)] = std::current_exception();
+      }
+    }
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) remaining_.notify_one();
+  }
+}
+
+void SpinPool::run(int n, const std::function<void(int)>& body) {
+  if (n > size()) n = size();
+  ++jobs_;
+  OneOmpThread one;
+  if (n <= 1) {
+    UsePool none(nullptr);
+    if (n == 1) body(0);
+    return;
+  }
+  for (auto& e : errors_) e = nullptr;
+  UsePool none(nullptr); // a parallel_for or run_team inside body(0) runs on this thread alone
+  body_ = &body;
+  n_ = n;
+  remaining_.store(size() - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_acq_rel); // publishes body_, n_ and remaining_
+  generation_.notify_all();
+  try {
+    body(0);
+  } catch (...) {
+    errors_[0] = std::current_exception();
+  }
+  if (!spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; }))
+    for (int r = remaining_.load(std::memory_order_acquire); r != 0; r = remaining_.load(std::memory_order_acquire))
+      remaining_.wait(r, std::memory_order_acquire);
+  for (const auto& e : errors_)
+    if (e) std::rethrow_exception(e);
+}
+
+UsePool::UsePool(SpinPool* pool) : previous_(t_pool) { t_pool = pool; }
+UsePool::~UsePool() { t_pool = previous_; }
+SpinPool* current_pool() { return t_pool; }
+
+void run_team(int n, const std::function<void(int)>& body) {
+  if (SpinPool* pool = t_pool; pool && pool->size() >= n) return pool->run(n, body);
+  TeamMeet meet;
+#pragma omp parallel num_threads(n)
+  {
+    omp_set_num_threads(1); // this thread's ops run alone (a region of one thread would not say so)
+    body(omp_get_thread_num());
+    meet.arrive_and_wait();
+  }
+}
+
+void parallel_for(std::int64_t count, bool parallel, const std::function<void(std::int64_t)>& body) {
+  if (SpinPool* pool = t_pool; parallel && pool && pool->size() > 1 && count > 1) {
+    std::atomic<std::int64_t> next{0};
+    pool->run(pool->size(), [&](int) {
+      for (std::int64_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) body(i);
+    });
+    return;
+  }
+  TeamMeet meet;
+#pragma omp parallel if (parallel)
+  {
+#pragma omp for schedule(dynamic) nowait
+    for (std::int64_t i = 0; i < count; ++i) body(i);
+    meet.arrive_and_wait();
+  }
+}
+
+} // namespace headgrad::runtime
