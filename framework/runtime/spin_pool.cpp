@@ -2,24 +2,12 @@
 
 #include <omp.h>
 
-#include "framework/runtime/clock.hpp"
 #include "framework/runtime/team_meet.hpp"
 
 namespace headgrad::runtime {
 namespace {
 
 thread_local SpinPool* t_pool = nullptr;
-
-// Spins until ready() or kSpinSeconds have passed; returns ready().
-template <typename Ready> bool spin_until(const Ready& ready) {
-  if (ready()) return true;
-  const double start = seconds_now();
-  for (int turn = 0;; ++turn) {
-    for (int i = 0; i < 32; ++i) spin_pause();
-    if (ready()) return true;
-    if ((turn & 15) == 15 && seconds_now() - start > SpinPool::kSpinSeconds) return ready();
-  }
-}
 
 // The calling thread's OpenMP thread count set to 1 while it lives (its ops run alone).
 struct OneOmpThread {
@@ -45,7 +33,7 @@ void SpinPool::serve(int index) {
   omp_set_num_threads(1); // this thread's ops run alone, as a worker of an OpenMP region's would
   int seen = 0; // the generation at construction, not a load here: a job may come before this thread runs
   for (;;) {
-    if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+    if (!wait_awake([&] { return generation_.load(std::memory_order_acquire) != seen; }, kSpinSeconds)) {
       sleeps_.fetch_add(1, std::memory_order_relaxed);
       generation_.wait(seen, std::memory_order_acquire);
     }
@@ -83,7 +71,7 @@ void SpinPool::run(int n, const std::function<void(int)>& body) {
   } catch (...) {
     errors_[0] = std::current_exception();
   }
-  if (!spin_until([&] { return remaining_.load(std::memory_order_acquire) == 0; }))
+  if (!wait_awake([&] { return remaining_.load(std::memory_order_acquire) == 0; }, kSpinSeconds))
     for (int r = remaining_.load(std::memory_order_acquire); r != 0; r = remaining_.load(std::memory_order_acquire))
       remaining_.wait(r, std::memory_order_acquire);
   for (const auto& e : errors_)

@@ -6,7 +6,8 @@
 // sleeps after each region; on a virtual machine that halts its virtual CPU, and the text model
 // trained 8% faster here when the workers spun instead (GOMP_SPINCOUNT=300000, which makes every
 // OpenMP thread of the process spin, the BLAS's and other programs' neighbours' included). A
-// SpinPool's workers spin (PAUSE) for up to kSpinSeconds after each job, long enough to bridge the
+// SpinPool's workers stay awake (wait_awake: PAUSE, then yielding the CPU to whoever else needs
+// it) for up to kSpinSeconds after each job, long enough to bridge the
 // gaps inside a step and between steps, and then sleep (std::atomic::wait), so an idle pool costs
 // nothing. The trainer's ThreadReplicas own one; runtime::parallel_for (team_meet.hpp) and
 // run_team use the pool the calling thread has made current (UsePool), else OpenMP.
@@ -22,7 +23,7 @@ namespace headgrad::runtime {
 
 class SpinPool {
 public:
-  static constexpr double kSpinSeconds = 0.005;
+  static constexpr double kSpinSeconds = 0.005; // awake this long waiting (wait_awake), then asleep
   // `workers` threads besides the caller's (0: run() runs everything on the caller).
   explicit SpinPool(int workers);
   ~SpinPool();
