@@ -16,17 +16,10 @@
 
 using namespace headgrad;
 using test_support::check_close;
+using test_support::node_names;
 using test_support::randn;
 
 namespace {
-
-// The op names of every node behind `root`.
-std::vector<std::string> node_names(const Tensor& root) {
-  std::vector<std::string> names;
-  for (const auto& t : topological_order(root))
-    if (t->grad_fn) names.push_back(t->grad_fn->name);
-  return names;
-}
 
 bool has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();

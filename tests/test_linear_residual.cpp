@@ -15,18 +15,12 @@
 
 using namespace headgrad;
 using test_support::check_close;
+using test_support::node_names;
 using test_support::contains;
 using test_support::error_of;
 using test_support::randn;
 
 namespace {
-
-std::vector<std::string> node_names(const Tensor& root) {
-  std::vector<std::string> names;
-  for (const auto& t : topological_order(root))
-    if (t->grad_fn) names.push_back(t->grad_fn->name);
-  return names;
-}
 
 std::int64_t count(const std::vector<std::string>& v, const std::string& s) {
   return std::count(v.begin(), v.end(), s);

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/autograd.hpp"
 #include "framework/nn/module.hpp"
 #include "framework/random.hpp"
 #include "framework/tensor.hpp"
@@ -88,6 +89,14 @@ inline std::vector<double> gradients_of(const headgrad::nn::Module& m) {
     out.insert(out.end(), g.begin(), g.end());
   }
   return out;
+}
+
+// The op names of every node behind `root` (its graph, before backward frees it).
+inline std::vector<std::string> node_names(const headgrad::Tensor& root) {
+  std::vector<std::string> names;
+  for (const auto& t : headgrad::topological_order(root))
+    if (t->grad_fn) names.push_back(t->grad_fn->name);
+  return names;
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
