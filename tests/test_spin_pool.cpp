@@ -166,3 +166,23 @@ TEST_CASE("run_team: n threads at once on the current pool, else in an OpenMP re
     CHECK(together);
   }
 }
+
+TEST_CASE("run_team: every body runs when OpenMP gives fewer threads (a region inside another)") {
+  std::atomic<int> total{0};
+  std::atomic<int> inner_team{0};
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    headgrad::runtime::run_team(3, [&](int i) {
+      total.fetch_add(1 << i);
+      inner_team.store(omp_get_num_threads());
+    });
+  }
+  CHECK(inner_team.load() == 1); // nested: OpenMP gave one thread
+  CHECK(total.load() == 1 + 2 + 4);
+}
+
+TEST_CASE("spin pool: more bodies than threads is a logic error") {
+  SpinPool pool(1);
+  CHECK_THROWS_AS(pool.run(3, [](int) {}), std::logic_error);
+}

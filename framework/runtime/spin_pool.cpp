@@ -1,6 +1,8 @@
 #include "framework/runtime/spin_pool.hpp"
 
+#include <fmt/format.h>
 #include <omp.h>
+#include <stdexcept>
 
 #include "framework/runtime/team_meet.hpp"
 
@@ -19,14 +21,22 @@ struct OneOmpThread {
 } // namespace
 
 SpinPool::SpinPool(int workers) : errors_(static_cast<std::size_t>(workers > 0 ? workers + 1 : 1)) {
-  for (int i = 1; i <= workers; ++i) threads_.emplace_back([this, i] { serve(i); });
+  try {
+    for (int i = 1; i <= workers; ++i) threads_.emplace_back([this, i] { serve(i); });
+  } catch (...) { // a thread could not be started: the ones that were stop before the error goes on
+    stop_workers();
+    throw;
+  }
 }
 
-SpinPool::~SpinPool() {
+SpinPool::~SpinPool() { stop_workers(); }
+
+void SpinPool::stop_workers() {
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
 }
 
 void SpinPool::serve(int index) {
@@ -51,7 +61,8 @@ void SpinPool::serve(int index) {
 }
 
 void SpinPool::run(int n, const std::function<void(int)>& body) {
-  if (n > size()) n = size();
+  if (n > size())
+    throw std::logic_error(fmt::format("SpinPool::run: {} bodies for a pool of {} threads", n, size()));
   ++jobs_;
   OneOmpThread one;
   if (n <= 1) {
@@ -88,7 +99,9 @@ void run_team(int n, const std::function<void(int)>& body) {
 #pragma omp parallel num_threads(n)
   {
     omp_set_num_threads(1); // this thread's ops run alone (a region of one thread would not say so)
-    body(omp_get_thread_num());
+    // OpenMP may give fewer than n threads (OMP_THREAD_LIMIT, OMP_DYNAMIC, a region inside another):
+    // then a thread runs several bodies, one after the other
+    for (int i = omp_get_thread_num(); i < n; i += omp_get_num_threads()) body(i);
     meet.arrive_and_wait();
   }
 }

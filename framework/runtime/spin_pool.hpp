@@ -31,9 +31,10 @@ public:
   SpinPool& operator=(const SpinPool&) = delete;
 
   int size() const { return static_cast<int>(threads_.size()) + 1; } // the caller included
-  // body(0) on the calling thread and body(1) .. body(n - 1) on workers 1 .. n - 1 (n <= size()),
-  // each with one OpenMP thread for its own ops; returns when all are done. An exception of a
-  // body is rethrown here (the first, by thread index).
+  // body(0) on the calling thread and body(1) .. body(n - 1) on workers 1 .. n - 1 (n > size():
+  // std::logic_error), each with one OpenMP thread for its own ops; returns when all are done. An
+  // exception of a body is rethrown here (the first, by thread index). One caller at a time: the
+  // thread that owns the pool.
   void run(int n, const std::function<void(int)>& body);
   // Jobs run so far, and how many times a worker went to sleep waiting for one (the tests read them).
   std::int64_t jobs() const { return jobs_; }
@@ -41,6 +42,7 @@ public:
 
 private:
   void serve(int index);
+  void stop_workers();
 
   std::vector<std::thread> threads_;
   std::atomic<int> generation_{0}; // a new job, or the stop: +1
@@ -66,9 +68,11 @@ private:
 };
 SpinPool* current_pool();
 
-// body(i) for i in [0, n) on n threads at once, each with one OpenMP thread for its ops: on the
-// current pool when it has n threads, else in an OpenMP region of n threads that meet (TeamMeet)
-// before it ends. body must not throw out of an OpenMP region: catch inside.
+// body(i) for i in [0, n), each with one OpenMP thread for its ops: on n threads at once on the
+// current pool when it has n threads, else in an OpenMP region of up to n threads that meet
+// (TeamMeet) before it ends, a thread running several bodies in turn if OpenMP gives fewer (so
+// the bodies must not wait for each other). body must not throw out of an OpenMP region: catch
+// inside.
 void run_team(int n, const std::function<void(int)>& body);
 
 // body(i) for i in [0, count), each index once, spread over the threads when `parallel` (on the
