@@ -11,8 +11,8 @@
 
 #include "framework/kernels/adam_update.hpp"
 #include "framework/kernels/parallel.hpp"
-#include "framework/runtime/spin_pool.hpp"
 #include "framework/kernels/vec_math.hpp"
+#include "framework/runtime/spin_pool.hpp"
 
 namespace headgrad::optim {
 namespace {
