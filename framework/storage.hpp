@@ -29,9 +29,11 @@ struct AllocatorStats {
   std::size_t bytes_cached;    // freed, kept for reuse
   std::size_t system_allocs;   // calls that reached the system allocator
   std::size_t cache_hits;      // allocations served from the cache
+  std::size_t arena_bytes;     // address space of the huge-page arenas blocks of 64 KiB and more are cut from
 };
 AllocatorStats allocator_stats();
-// Returns every cached block to the system (tests and memory-pressure handling).
+// Returns every cached block to the system (tests and memory-pressure handling): the memory of
+// an arena block goes back at once, its address range when its whole arena is back.
 void allocator_release_cache();
 
 } // namespace headgrad
