@@ -39,8 +39,7 @@ constexpr std::size_t kArenaBytes = std::size_t{32} << 20;
 
 constexpr std::size_t page_rounded(std::size_t n) { return (n + kPage - 1) / kPage * kPage; }
 
-struct Arena {
-  char* base;
+struct Arena { // (its base address is its key in Cache::arenas)
   std::size_t size;
   std::size_t used = 0; // bytes cut so far, from base up
   std::size_t live = 0; // blocks cut and not handed back by release(): in use, or cached
@@ -101,18 +100,19 @@ struct Cache {
       ++arena_at(p)->second.live;
       return p;
     }
-    for (auto a = arenas.rbegin(); a != arenas.rend(); ++a)
-      if (a->second.size - a->second.used >= page_rounded(cap)) return carve(a->second, cap);
-    const std::size_t size = std::max(kArenaBytes, (page_rounded(cap) + kHugePage - 1) / kHugePage * kHugePage);
-    char* const base = map_arena(size);
-    if (!base) return nullptr;
-    stats.arena_bytes += size;
-    return carve(arenas.emplace(base, Arena{base, size}).first->second, cap);
-  }
-  static char* carve(Arena& a, std::size_t cap) {
-    char* p = a.base + a.used;
-    a.used += page_rounded(cap);
-    ++a.live;
+    const std::size_t pages = page_rounded(cap);
+    auto a = std::find_if(arenas.begin(), arenas.end(),
+                          [pages](const auto& e) { return e.second.size - e.second.used >= pages; });
+    if (a == arenas.end()) {
+      const std::size_t size = std::max(kArenaBytes, (pages + kHugePage - 1) / kHugePage * kHugePage);
+      char* const base = map_arena(size);
+      if (!base) return nullptr;
+      stats.arena_bytes += size;
+      a = arenas.emplace(base, Arena{size}).first;
+    }
+    char* const p = a->first + a->second.used;
+    a->second.used += pages;
+    ++a->second.live;
     return p;
   }
   // The arena p lies in, or arenas.end() for a block of the system allocator's.
@@ -121,7 +121,7 @@ struct Cache {
     auto a = arenas.upper_bound(c);
     if (a == arenas.begin()) return arenas.end();
     --a;
-    return c < a->second.base + a->second.size ? a : arenas.end();
+    return c < a->first + a->second.size ? a : arenas.end();
   }
   // Every cached block goes back to the system: malloc'd ones are freed; an arena block's pages
   // are dropped (MADV_DONTNEED) and it waits, unmapped from memory, for the next block of its size;
@@ -146,10 +146,10 @@ struct Cache {
         ++a;
         continue;
       }
-      const char *lo = a->second.base, *hi = lo + a->second.size;
+      const char *lo = a->first, *hi = lo + a->second.size;
       for (auto& [cap, v] : returned)
         std::erase_if(v, [lo, hi](const char* p) { return p >= lo && p < hi; });
-      munmap(a->second.base, a->second.size);
+      munmap(a->first, a->second.size);
       stats.arena_bytes -= a->second.size;
       a = arenas.erase(a);
     }

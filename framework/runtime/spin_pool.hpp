@@ -9,8 +9,8 @@
 // SpinPool's workers stay awake (wait_awake: PAUSE, then yielding the CPU to whoever else needs
 // it) for up to kSpinSeconds after each job, long enough to bridge the
 // gaps inside a step and between steps, and then sleep (std::atomic::wait), so an idle pool costs
-// nothing. The trainer's ThreadReplicas own one; runtime::parallel_for (team_meet.hpp) and
-// run_team use the pool the calling thread has made current (UsePool), else OpenMP.
+// nothing. The trainer's ThreadReplicas own one; runtime::parallel_for and run_team (below)
+// use the pool the calling thread has made current (UsePool), else OpenMP.
 #pragma once
 #include <atomic>
 #include <cstdint>
