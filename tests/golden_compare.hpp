@@ -52,6 +52,17 @@ struct Tolerance {
   bool exact_zeros = true; // fixture zeros must be exact zeros in ours
 };
 
+// The default atol assumes entries built from terms of order 1. Where a tensor's entries are sums of
+// terms as large as its largest entry (a GPT's logits: terms of order 4 cancelling to 0.25), the
+// float32 round-off of every entry is relative to that scale, so atol grows with max |ref| (never
+// below the default's).
+inline Tolerance scaled_to(const Tensor& ref, Tolerance tol = {}) {
+  double largest = 0;
+  for (const double v : ref.to_vector()) largest = std::max(largest, std::fabs(v));
+  tol.atol *= std::max(1.0, largest);
+  return tol;
+}
+
 struct Result {
   std::string name;
   bool ok = false;

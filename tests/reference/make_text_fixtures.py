@@ -2,7 +2,7 @@
 """Golden fixtures for headgrad's causal language model (task text), from the PyTorch reference
 in gpt_model.py. Run by hand from the repository root, after building headgrad:
 
-    /usr/bin/python3 tests/reference/make_text_fixtures.py [path/to/headgrad]
+    /usr/bin/python3 tests/reference/make_text_fixtures.py [path/to/headgrad] [--only train-step|checkpoint]
 
 It writes (CI has no torch: the files are committed and the C++ tests only read them):
 
@@ -10,12 +10,17 @@ It writes (CI has no torch: the files are committed and the C++ tests only read 
       parameters (param.*), a batch (tokens, targets), the logits, the mean next-token
       cross-entropy, every gradient (grad.*), the gradient norm before clipping to 1.0, and the
       parameters after one AdamW step with nanoGPT's groups (updated.*);
+  fixtures/gpt_train_step_f64.safetensors   the same forward and backward in float64 from the same
+      parameters (logits, loss, grad.*, all F64): the exact answer to float64 rounding, against
+      which the test measures headgrad's float32 error alone. PyTorch's own float32 logits are up
+      to 3.7e-6 away from it, more than the golden tolerance (the script prints how far);
   fixtures/text_lm.txt, fixtures/text_lm_model.safetensors, fixtures/text_lm_eval.safetensors
       a tiny text, a checkpoint headgrad trained on it (headgrad train --task text, 200 steps),
       and what PyTorch makes of that checkpoint loaded into the reference model: the validation
       windows' offsets (drawn by the reference's port of headgrad's generator) and their mean
       loss, which headgrad's evaluation must reproduce.
 """
+import copy
 import os
 import shutil
 import subprocess
@@ -48,6 +53,7 @@ def train_step_fixture():
     tokens = torch.randint(0, cfg["vocab"], (B, T))
     targets = torch.randint(0, cfg["vocab"], (B, T))
     params = [(n, p.detach().clone()) for n, p in model.named_parameters()]  # tied: wte once
+    model64 = copy.deepcopy(model).double()  # the same parameters, widened exactly
 
     logits = model(tokens)
     loss = F.cross_entropy(logits.view(-1, cfg["vocab"]), targets.view(-1))
@@ -67,6 +73,21 @@ def train_step_fixture():
     meta = dict(cfg, batch=B, clip=1.0, lr=lr, weight_decay=wd, beta1=betas[0], beta2=betas[1], adam_eps=1e-8,
                 param_names=",".join(n for n, _ in params), torch_version=torch.__version__)
     save_and_verify("gpt_train_step.safetensors", tensors, meta)
+
+    logits64 = model64(tokens)
+    loss64 = F.cross_entropy(logits64.view(-1, cfg["vocab"]), targets.view(-1))
+    loss64.backward()
+    grads64 = [(n, p.grad.detach().clone()) for n, p in model64.named_parameters()]
+    print("float32 PyTorch vs its float64 run (max abs diff, and the golden tolerance's share of it):")
+    for name, t32, t64 in [("logits", logits, logits64), ("loss", loss, loss64)] + \
+            [("grad." + n, g, g64) for (n, g), (_, g64) in zip(grads, grads64)]:
+        diff = (t32.detach().double() - t64.detach()).abs()
+        used = (diff / (1e-6 + 1e-5 * t64.detach().abs())).max().item()
+        print(f"   {name:<40s} {diff.max().item():.1e}  (tol used {used:.2f})")
+    tensors64 = [("logits", logits64.detach()), ("loss", loss64.detach())]
+    tensors64 += [("grad." + n, t) for n, t in grads64]
+    meta64 = dict(cfg, batch=B, param_names=meta["param_names"], torch_version=torch.__version__)
+    save_and_verify("gpt_train_step_f64.safetensors", tensors64, meta64)
 
 
 def checkpoint_fixture(headgrad):
@@ -100,9 +121,19 @@ def checkpoint_fixture(headgrad):
 
 
 def main():
-    headgrad = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "build", "headgrad")
-    train_step_fixture()
-    checkpoint_fixture(headgrad)
+    args = sys.argv[1:]
+    only = None
+    if "--only" in args:
+        i = args.index("--only")
+        only = args[i + 1] if i + 1 < len(args) else ""
+        if only not in ("train-step", "checkpoint"):
+            sys.exit("make_text_fixtures.py: --only takes train-step or checkpoint")
+        del args[i:i + 2]
+    headgrad = args[0] if args else os.path.join(HERE, "..", "..", "build", "headgrad")
+    if only in (None, "train-step"):
+        train_step_fixture()
+    if only in (None, "checkpoint"):
+        checkpoint_fixture(headgrad)
     return 0
 
 
