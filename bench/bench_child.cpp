@@ -141,7 +141,8 @@ json throughput(const json& spec) {
   r["allocator"] = {{"bytes_in_use", a.bytes_in_use},
                     {"bytes_cached", a.bytes_cached},
                     {"system_allocs", a.system_allocs},
-                    {"cache_hits", a.cache_hits}};
+                    {"cache_hits", a.cache_hits},
+                    {"other_thread_hits", a.other_thread_hits}};
   if (prof_steps > 0) r["profile"] = profile_json(stepper, s, prof_steps);
   if (spec.at("sgemm_seconds").get<double>() > 0)
     r["sgemm"] = sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>()));

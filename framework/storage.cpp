@@ -1,6 +1,7 @@
 #include "framework/storage.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -61,19 +62,41 @@ char* map_arena(std::size_t size) {
   return base;
 }
 
+// A number for the calling thread, drawn the first time it allocates.
+int thread_tag() {
+  static std::atomic<int> next{0};
+  thread_local const int tag = next.fetch_add(1, std::memory_order_relaxed);
+  return tag;
+}
+
+// A cached block and the thread whose tensor held it last: its bytes may still sit in that core's
+// cache, dirty. take() hands a thread its own blocks first. Thread replicas build tensors of the
+// same sizes at the same moments, and with one newest-first list their blocks changed hands
+// every step: a thread then wrote into lines the other core held, and its layer norms, copies and
+// gemm packing slowed down 1.5-3x against one thread alone (perf, the toy model's shards at 2
+// threads; bench/README.md has the figures).
+struct FreeBlock {
+  void* p;
+  int thread;
+};
+
 struct Cache {
   std::mutex mu;
-  std::map<std::size_t, std::vector<void*>> free_blocks;
+  std::map<std::size_t, std::vector<FreeBlock>> free_blocks; // by size, newest last
   std::map<char*, Arena> arenas;                        // by base
   std::map<std::size_t, std::vector<char*>> returned;   // arena blocks release() gave back, by size
   AllocatorStats stats{};
 
-  void* take(std::size_t cap) {
+  void* take(std::size_t cap, int thread) {
     std::lock_guard lock(mu);
     auto it = free_blocks.find(cap);
     if (it != free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
+      std::vector<FreeBlock>& v = it->second; // the newest of this thread's blocks, else the newest
+      const auto own = std::find_if(v.rbegin(), v.rend(), [thread](const FreeBlock& b) { return b.thread == thread; });
+      const auto pick = own != v.rend() ? std::prev(own.base()) : std::prev(v.end());
+      if (own == v.rend()) ++stats.other_thread_hits;
+      void* const p = pick->p;
+      v.erase(pick);
       stats.bytes_cached -= cap;
       stats.bytes_in_use += cap;
       ++stats.cache_hits;
@@ -85,9 +108,9 @@ struct Cache {
     stats.bytes_in_use += cap;
     return p;
   }
-  void give(void* p, std::size_t cap) {
+  void give(void* p, std::size_t cap, int thread) {
     std::lock_guard lock(mu);
-    free_blocks[cap].push_back(p);
+    free_blocks[cap].push_back({p, thread});
     stats.bytes_in_use -= cap;
     stats.bytes_cached += cap;
   }
@@ -129,7 +152,7 @@ struct Cache {
   void release() {
     std::lock_guard lock(mu);
     for (auto& [cap, v] : free_blocks)
-      for (void* p : v) {
+      for (const auto& [p, thread] : v) {
         const auto a = arena_at(p);
         if (a == arenas.end()) {
           std::free(p);
@@ -183,7 +206,8 @@ Cache& cache() {
 Storage::Storage(std::size_t nbytes)
     : data_(nullptr), nbytes_(nbytes), capacity_(kUseCache ? round_size(nbytes) : std::max<std::size_t>(nbytes, 1)) {
   if (kUseCache) {
-    data_ = cache().take(capacity_);
+    thread_ = thread_tag();
+    data_ = cache().take(capacity_, thread_);
   } else {
     data_ = std::malloc(capacity_);
     if (!data_) throw std::bad_alloc();
@@ -191,7 +215,7 @@ Storage::Storage(std::size_t nbytes)
 }
 
 Storage::~Storage() {
-  if (kUseCache) cache().give(data_, capacity_);
+  if (kUseCache) cache().give(data_, capacity_, thread_);
   else std::free(data_);
 }
 

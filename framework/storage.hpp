@@ -22,6 +22,7 @@ private:
   void* data_;
   std::size_t nbytes_;
   std::size_t capacity_;
+  int thread_ = 0; // the thread that drew it from the cache: the cache gives it back to that thread first
 };
 
 struct AllocatorStats {
@@ -29,6 +30,7 @@ struct AllocatorStats {
   std::size_t bytes_cached;    // freed, kept for reuse
   std::size_t system_allocs;   // calls that reached the system allocator
   std::size_t cache_hits;      // allocations served from the cache
+  std::size_t other_thread_hits; // of those, blocks another thread used last (none of its own was free)
   std::size_t arena_bytes;     // address space of the huge-page arenas blocks of 64 KiB and more are cut from
 };
 AllocatorStats allocator_stats();

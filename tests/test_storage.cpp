@@ -1,12 +1,15 @@
-// test_storage.cpp - the caching allocator's huge-page arenas (framework/storage.cpp): blocks of
-// 64 KiB and more are cut from 2 MiB-aligned arenas advised for transparent huge pages, a page
-// apart; release() gives their memory back, and unmaps an arena once all its blocks are back.
+// test_storage.cpp - the caching allocator (framework/storage.cpp): blocks of 64 KiB and more are
+// cut from 2 MiB-aligned arenas advised for transparent huge pages, a page apart; release() gives
+// their memory back, and unmaps an arena once all its blocks are back; a thread is given back the
+// blocks it used before another thread's.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "framework/ops/ops.hpp"
@@ -111,4 +114,30 @@ TEST_CASE("storage: tensors of arena blocks compute as any other") {
   for (const double v : y) wrong += v != 3.0;
   CHECK(y.size() == 256u * 256u);
   CHECK(wrong == 0);
+}
+
+TEST_CASE("storage: a thread gets its own freed block back before another thread's newer one") {
+  if (!cache_on()) return;
+  constexpr std::size_t kBytes = 200 << 10;
+  std::optional<Storage> a(std::in_place, kBytes), b;
+  std::thread([&] { b.emplace(kBytes); }).join(); // a block another thread drew
+  void *const mine = a->data(), *const theirs = b->data();
+  REQUIRE(mine != theirs);
+  a.reset();
+  b.reset(); // the newest in the cache
+  const AllocatorStats before = allocator_stats();
+  {
+    Storage again(kBytes); // newest first would give `theirs`
+    CHECK(again.data() == mine);
+    CHECK(allocator_stats().other_thread_hits == before.other_thread_hits);
+  }
+  void* taken = nullptr;
+  std::thread([&] { // a thread with no block of its own takes the newest: this thread's, just freed
+    Storage s(kBytes);
+    taken = s.data();
+  }).join();
+  CHECK(taken == mine);
+  CHECK(allocator_stats().other_thread_hits == before.other_thread_hits + 1);
+  CHECK(allocator_stats().system_allocs == before.system_allocs);
+  allocator_release_cache();
 }

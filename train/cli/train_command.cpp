@@ -185,9 +185,9 @@ void print_profile() {
                total > 0 ? 100.0 * (r.forward_seconds + r.backward_seconds) / total : 0.0);
   fmt::print("{:<22} {:>9} {:>11} {:>9} {:>11} {:>10.2f}\n", "total (op time)", "", "", "", "", total * 1e3);
   const AllocatorStats a = allocator_stats();
-  fmt::print("allocator: {} system allocations, {} served from the cache; {:.1f} MiB in use, {:.1f} MiB cached; "
-             "{:.0f} MiB of huge-page arenas\n\n",
-             a.system_allocs, a.cache_hits, static_cast<double>(a.bytes_in_use) / (1 << 20),
+  fmt::print("allocator: {} system allocations, {} served from the cache ({} of them a block another thread used "
+             "last); {:.1f} MiB in use, {:.1f} MiB cached; {:.0f} MiB of huge-page arenas\n\n",
+             a.system_allocs, a.cache_hits, a.other_thread_hits, static_cast<double>(a.bytes_in_use) / (1 << 20),
              static_cast<double>(a.bytes_cached) / (1 << 20), static_cast<double>(a.arena_bytes) / (1 << 20));
 }
 
