@@ -429,6 +429,18 @@ TEST_CASE("preferred_core: a fallback core is replaced by the CPU's best kernel,
   }
 }
 
+TEST_CASE("wider_core: the kernel `headgrad info` suggests over the user's narrower choice") {
+  runtime::CpuFeatures avx2{true, true, true, true, false, false, false, false};
+  runtime::CpuFeatures avx512{true, true, true, true, true, true, true, true};
+  CHECK(runtime::wider_core("Haswell", avx512) == "SkylakeX"); // AVX2 kernels on an AVX-512 CPU
+  CHECK(runtime::wider_core("Zen", avx512) == "SkylakeX");
+  CHECK(runtime::wider_core("Prescott", avx512) == "SkylakeX"); // a fallback: as preferred_core
+  CHECK(runtime::wider_core("Prescott", avx2) == "Haswell");
+  CHECK(runtime::wider_core("Haswell", avx2) == ""); // the CPU's widest already
+  CHECK(runtime::wider_core("SkylakeX", avx512) == "");
+  CHECK(runtime::wider_core("Cooperlake", avx512) == "");
+}
+
 namespace {
 // The BLAS-related variables cleared, so each case starts from a user who set nothing.
 std::vector<std::pair<std::string, std::string>> clean_blas_env() {
@@ -496,6 +508,10 @@ TEST_CASE("a kernel the user chose is never overridden, and the fallback kernel 
   CHECK(r.rc == 0);
   CHECK(info_field(r.out, "BLAS core") == "Prescott (OPENBLAS_CORETYPE=Prescott, set by you)");
   CHECK_FALSE(has(r.out + r.err, "fell back"));
+  // ... but info says which wider kernel the CPU would run, if it has one
+  const std::string wider = runtime::wider_core("Prescott", runtime::cpu_features());
+  if (wider.empty()) CHECK(info_field(r.out, "BLAS hint") == "");
+  else CHECK(has(info_field(r.out, "BLAS hint"), fmt::format("wider {} kernel; OPENBLAS_CORETYPE=Prescott", wider)));
   CHECK(info_field(r.out, "BLAS check").find(": ok (worst error") != std::string::npos);
 }
 

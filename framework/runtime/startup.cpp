@@ -89,6 +89,12 @@ std::string preferred_core(const std::string& active, const CpuFeatures& cpu) {
   return "";
 }
 
+std::string wider_core(const std::string& core, const CpuFeatures& cpu) {
+  if (std::string fallback = preferred_core(core, cpu); !fallback.empty()) return fallback;
+  const bool avx512 = cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq;
+  return avx512 && (core == "Haswell" || core == "Zen") ? "SkylakeX" : "";
+}
+
 std::string active_core() {
   const char* assume = env("HEADGRAD_BLAS_AUTOCORE_ASSUME");
   // The hook decides as if OpenBLAS had fallen back to `assume` - unless the kernel was already

@@ -53,6 +53,10 @@ std::string startup_notice();
 
 // The kernel a fallback core should be replaced with on this CPU ("" if none is needed).
 std::string preferred_core(const std::string& active_core, const CpuFeatures& cpu);
+// A wider kernel than `core` that this CPU runs ("" if none): preferred_core's answer for a
+// fallback core, and SkylakeX for an AVX2 one (Haswell, Zen) on a CPU with AVX-512. `headgrad info`
+// names it when the user's OPENBLAS_CORETYPE holds gemms to the narrower kernel (never changing it).
+std::string wider_core(const std::string& core, const CpuFeatures& cpu);
 // The kernel OpenBLAS runs (openblas_get_corename()), or the test hook's simulated fallback.
 std::string active_core();
 // Whether OPENBLAS_CORETYPE holds the user's own choice (set, and not the test hook's fallback).

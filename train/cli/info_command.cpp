@@ -33,6 +33,11 @@ int info_command(int argc, char** argv) {
              env_core ? fmt::format(" (OPENBLAS_CORETYPE={}{})", env_core,
                                     std::getenv("HEADGRAD_BLAS_AUTOCORE_FROM") ? ", chosen by headgrad" : ", set by you")
                       : "");
+  if (runtime::user_chose_core())
+    if (const std::string wider = runtime::wider_core(b.core, runtime::cpu_features()); !wider.empty())
+      fmt::print("BLAS hint:       this CPU also runs OpenBLAS's wider {} kernel; OPENBLAS_CORETYPE={} keeps "
+                 "gemms on {} (unset it, or set it to {}, to compare)\n",
+                 wider, env_core, b.core, wider);
   fmt::print("BLAS threads:    {} per call (headgrad splits big gemms over its OpenMP threads)\n", b.blas_threads);
   fmt::print("OpenMP threads:  {}\n", b.omp_threads);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
