@@ -97,7 +97,10 @@ std::vector<Tensor> ShardGradients::sum_all(const std::function<void(std::size_t
   std::int64_t elements = 0;
   for (const auto& [name, p] : workers_[0]) elements += p.numel();
   const auto count = static_cast<std::int64_t>(out.size());
-  runtime::parallel_for(count, count > 1 && kernels::worth_threads(elements), [&](std::int64_t i) {
+  // (cost 2: each element is added, and then squared for the norm by `then`)
+  const bool awake = runtime::current_pool() != nullptr;
+  const bool split = count > 1 && (awake ? kernels::worth_awake_threads(elements, 2) : kernels::worth_threads(elements, 2));
+  runtime::parallel_for(count, split, [&](std::int64_t i) {
     const auto p = static_cast<std::size_t>(i);
     out[p] = sum(p);
     if (then) then(p, out[p]);
