@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
 #include <sstream>
 
 #include "data/text.hpp"
@@ -21,26 +22,45 @@
 
 using namespace headgrad;
 
-TEST_CASE("golden: one training step of the GPT against PyTorch") {
-  const std::string path = golden::fixture_path("gpt_train_step");
-  const io::SafetensorsFile f = io::load_safetensors(path);
-  golden::Report rep("gpt_train_step");
+namespace {
+
+const std::string kStepPath = golden::fixture_path("gpt_train_step");
+
+// The text run whose model shape the training-step fixture's metadata gives.
+train::RunConfig fixture_run(const io::SafetensorsFile& f) {
   train::RunConfig run = train::RunConfig::text_defaults();
   golden::read_meta(f, {{"vocab", &run.vocab}, {"block_size", &run.context}, {"n_layer", &run.layers},
-                        {"n_head", &run.heads}, {"n_embd", &run.d_model}, {"ffn", &run.ffn}, {"lr", &run.lr},
-                        {"weight_decay", &run.weight_decay}, {"beta2", &run.beta2}, {"clip", &run.clip}});
+                        {"n_head", &run.heads}, {"n_embd", &run.d_model}, {"ffn", &run.ffn}});
+  return run;
+}
+
+// A GPT of that shape holding the fixture's initial parameters (param.*).
+std::unique_ptr<models::GPT> fixture_gpt(const io::SafetensorsFile& f, const train::RunConfig& run) {
+  auto model = std::make_unique<models::GPT>(run.gpt_config(), 1);
+  nn::NamedTensors initial;
+  for (const auto& [name, p] : model->named_parameters()) initial.emplace_back(name, f.at("param." + name));
+  model->load_parameters(initial, kStepPath);
+  return model;
+}
+
+} // namespace
+
+TEST_CASE("golden: one training step of the GPT against PyTorch") {
+  const io::SafetensorsFile f = io::load_safetensors(kStepPath);
+  golden::Report rep("gpt_train_step");
+  train::RunConfig run = fixture_run(f);
+  golden::read_meta(f, {{"lr", &run.lr}, {"weight_decay", &run.weight_decay}, {"beta2", &run.beta2},
+                        {"clip", &run.clip}});
   REQUIRE(golden::meta_double(f, "beta1") == 0.9);    // optim::AdamOptions' default
   REQUIRE(golden::meta_double(f, "adam_eps") == 1e-8); // likewise
   REQUIRE(run.decay == "matrices");
 
-  models::GPT model(run.gpt_config(), 1);
+  const std::unique_ptr<models::GPT> gpt = fixture_gpt(f, run);
+  models::GPT& model = *gpt;
   const nn::NamedTensors params = model.named_parameters();
   std::vector<std::string> names;
   for (const auto& [name, p] : params) names.push_back(name);
   REQUIRE(names == golden::split_commas(f.metadata.at("param_names"))); // nanoGPT's state_dict, wte once (tied)
-  nn::NamedTensors initial;
-  for (const auto& [name, p] : params) initial.emplace_back(name, f.at("param." + name));
-  model.load_parameters(initial, path);
 
   // The forward and the gradients are compared with PyTorch's float64 run of the same parameters
   // (gpt_train_step_f64), so the difference is headgrad's float32 rounding alone: PyTorch's own
@@ -76,8 +96,8 @@ TEST_CASE("golden: one training step of the GPT against PyTorch") {
 
   // negative control: weight decay on every parameter (not nanoGPT's groups) moves the norms' gains
   {
-    models::GPT m2(run.gpt_config(), 1);
-    m2.load_parameters(initial, path);
+    const std::unique_ptr<models::GPT> other = fixture_gpt(f, run);
+    models::GPT& m2 = *other;
     ops::cross_entropy(m2.forward(tokens), targets).backward();
     std::vector<Tensor> l2;
     for (const auto& [name, p] : m2.named_parameters()) l2.push_back(p);
@@ -98,17 +118,11 @@ TEST_CASE("golden: the GPT in float64 is PyTorch's float64 GPT to rounding") {
   // float64 rounding (~1e-16 relative) times the model's condition, so a tolerance of 1e-10 still
   // catches any difference in the math that float32's round-off would hide (a GELU approximation,
   // a layer-norm epsilon in the wrong place, a missing scale).
-  const std::string path = golden::fixture_path("gpt_train_step");
-  const io::SafetensorsFile f = io::load_safetensors(path);
+  const io::SafetensorsFile f = io::load_safetensors(kStepPath);
   const io::SafetensorsFile f64 = io::load_safetensors(golden::fixture_path("gpt_train_step_f64"));
   golden::Report rep("gpt_train_step_f64");
-  train::RunConfig run = train::RunConfig::text_defaults();
-  golden::read_meta(f, {{"vocab", &run.vocab}, {"block_size", &run.context}, {"n_layer", &run.layers},
-                        {"n_head", &run.heads}, {"n_embd", &run.d_model}, {"ffn", &run.ffn}});
-  models::GPT model(run.gpt_config(), 1);
-  nn::NamedTensors initial;
-  for (const auto& [name, p] : model.named_parameters()) initial.emplace_back(name, f.at("param." + name));
-  model.load_parameters(initial, path);
+  const std::unique_ptr<models::GPT> gpt = fixture_gpt(f, fixture_run(f));
+  models::GPT& model = *gpt;
   model.to(DType::f64);
   const golden::Tolerance tight{1e-12, 1e-10, true};
   const Tensor logits = model.forward(f.at("tokens"));
