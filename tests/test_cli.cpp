@@ -229,6 +229,23 @@ TEST_CASE("headgrad info prints the BLAS core and threads") {
   CHECK(fields["CPU model"] == (runtime::cpu_model().empty() ? "(unknown)" : runtime::cpu_model()));
 }
 
+TEST_CASE("headgrad info under OMP_PROC_BIND: every place's CPUs, and the binding shown") {
+  // libgomp binds the initial thread to the first place as the program starts; the default thread
+  // count still counts the cores of every place, or a user who pins OpenMP trains on one core. No
+  // OMP_WAIT_POLICY: the start-up path sets it and runs the program again (startup.hpp), which must
+  // not start the new one on that first place alone.
+  TempDir dir;
+  const Result r =
+      run({"info"}, dir, {{"OMP_PROC_BIND", "close"}, {"OMP_PLACES", "threads"}, {"OMP_WAIT_POLICY", ""}});
+  CHECK(r.rc == 0);
+  const std::string cores = std::to_string(runtime::available_cores());
+  CHECK(contains(r.out, "CPU cores:       " + cores + "\n"));
+  CHECK(contains(r.out, "OpenMP threads:  " + cores + "\n"));
+  CHECK(contains(r.out, "OpenMP binding:  close, " + cores + " places\n"));
+  const Result unbound = run({"info"}, dir, {{"OMP_PROC_BIND", ""}, {"OMP_PLACES", ""}});
+  CHECK(contains(unbound.out, "OpenMP binding:  off\n"));
+}
+
 TEST_CASE("train --attention composed and fused: the same run up to rounding") {
   TempDir dir;
   std::vector<double> losses;

@@ -2,13 +2,15 @@
 // the threads of an OpenMP region leave TeamMeet together, a thread far behind is not waited for
 // past the spin bound; a SpinPool runs each job's bodies on their threads, once, with one OpenMP
 // thread each, rethrows their errors, sleeps when idle; parallel_for and run_team use the current
-// pool, else OpenMP, and run every index once.
+// pool, else OpenMP, and run every index once; under OMP_PROC_BIND the pool's workers sit where
+// OpenMP binds its threads, and available_cores counts every place's CPUs.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <omp.h>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "framework/runtime/clock.hpp"
 #include "framework/runtime/spin_pool.hpp"
 #include "framework/runtime/team_meet.hpp"
+#include "framework/runtime/threads.hpp"
 
 using headgrad::runtime::seconds_now;
 using headgrad::runtime::SpinPool;
@@ -185,4 +188,62 @@ TEST_CASE("run_team: every body runs when OpenMP gives fewer threads (a region i
 TEST_CASE("spin pool: more bodies than threads is a logic error") {
   SpinPool pool(1);
   CHECK_THROWS_AS(pool.run(3, [](int) {}), std::logic_error);
+}
+
+namespace {
+// CPU numbers as "0,1" (what a failed check prints).
+std::string cpu_list(const std::vector<int>& cpus) {
+  std::string s;
+  for (int c : cpus) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(c);
+  }
+  return s;
+}
+} // namespace
+
+// Under OMP_PROC_BIND / OMP_PLACES, libgomp binds the initial thread to its first place as the
+// program starts, and a std::thread inherits that mask: the pool's workers would all share the
+// first place's CPUs. CMakeLists.txt runs this file a second time with OMP_PROC_BIND=close and
+// OMP_PLACES=threads; unbound, the workers keep the mask they were started with.
+TEST_CASE("spin pool: its workers sit where OpenMP binds the threads of a team of the same size") {
+  namespace rt = headgrad::runtime;
+  const int n = 2;
+  std::vector<std::string> team;
+  for (const auto& cpus : rt::openmp_team_cpus(n)) team.push_back(cpu_list(cpus));
+  std::vector<std::string> seen(n);
+  SpinPool pool(n - 1);
+  pool.run(n, [&](int i) {
+    // a one-thread OpenMP region first, as the ops' kernels start: libgomp must not move the worker
+#pragma omp parallel num_threads(1)
+    seen[static_cast<std::size_t>(i)] = cpu_list(rt::this_thread_cpus());
+  });
+  const std::string caller = cpu_list(rt::this_thread_cpus());
+  CHECK(seen[0] == caller);
+  if (!rt::openmp_binds_threads()) {
+    for (const auto& cpus : team) CHECK(cpus == "");
+    CHECK(seen[1] == caller); // a worker inherits its creator's mask
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(i);
+    CHECK(seen[static_cast<std::size_t>(i)] == team[static_cast<std::size_t>(i)]);
+  }
+  // Two CPUs or more in the places: the two threads of the team do not share one (the bug this
+  // guards against ran both on the first place's CPU).
+  if (rt::available_cores() >= 2 && omp_get_num_places() >= 2) CHECK(seen[1] != seen[0]);
+  else MESSAGE("one place: the workers cannot be told apart here");
+}
+
+TEST_CASE("available cores: every CPU of OpenMP's places when it binds threads, else the affinity mask") {
+  namespace rt = headgrad::runtime;
+  // omp_get_num_procs: libgomp's count of the CPUs the program started with, before it bound the
+  // initial thread.
+  CHECK(rt::available_cores() == omp_get_num_procs());
+  if (rt::openmp_binds_threads()) {
+    CHECK(rt::openmp_binding().find("places") != std::string::npos);
+  } else {
+    CHECK(rt::openmp_binding() == "off");
+    CHECK(rt::available_cores() == static_cast<int>(rt::this_thread_cpus().size()));
+  }
 }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "framework/runtime/team_meet.hpp"
+#include "framework/runtime/threads.hpp"
 
 namespace headgrad::runtime {
 namespace {
@@ -21,8 +22,23 @@ struct OneOmpThread {
 } // namespace
 
 SpinPool::SpinPool(int workers) : errors_(static_cast<std::size_t>(workers > 0 ? workers + 1 : 1)) {
+  // Under OMP_PROC_BIND / OMP_PLACES worker i runs where OpenMP would put thread i of the team.
+  // Started as it is, it would inherit the caller's mask, the first place alone (threads.hpp), and
+  // every worker would share that place's CPUs: with one CPU per place the step ran at half speed.
+  // Binding it once is not enough: libgomp binds a thread that is not one of its own to the first
+  // place again whenever that thread starts an OpenMP region (the kernels' one-thread regions
+  // included), but not inside a region of the thread's own - so the worker serves inside one.
+  const std::vector<std::vector<int>> cpus = openmp_team_cpus(workers + 1);
   try {
-    for (int i = 1; i <= workers; ++i) threads_.emplace_back([this, i] { serve(i); });
+    for (int i = 1; i <= workers; ++i)
+      threads_.emplace_back([this, i, where = cpus[static_cast<std::size_t>(i)]] {
+        if (where.empty()) return serve(i); // OpenMP binds nothing
+#pragma omp parallel num_threads(1)
+        {
+          bind_this_thread(where); // (if refused, it runs where it was started)
+          serve(i);
+        }
+      });
   } catch (...) { // a thread could not be started: the ones that were stop before the error goes on
     stop_workers();
     throw;

@@ -10,6 +10,8 @@
 #include <set>
 #include <unistd.h>
 
+#include "framework/runtime/threads.hpp"
+
 namespace headgrad::runtime {
 namespace {
 
@@ -128,6 +130,9 @@ void configure(int /*argc*/, char** argv) {
   }
   if (!change) return;
   setenv(kReexecGuard, std::to_string(getpid()).c_str(), 1);
+  // The new program starts with this thread's CPU mask. Under OMP_PROC_BIND, libgomp has narrowed
+  // it to its first place (threads.hpp), and the new program's OpenMP would see that place alone.
+  if (openmp_binds_threads()) bind_this_thread(openmp_place_cpus());
   execv("/proc/self/exe", argv);
   // exec failed (no /proc?): carry on as we are, correct and possibly slower; the environment
   // still says what a child process should run

@@ -42,6 +42,7 @@ int info_command(int argc, char** argv) {
   fmt::print("OpenMP threads:  {}\n", b.omp_threads);
   const char* wait = std::getenv("OMP_WAIT_POLICY");
   fmt::print("OpenMP waiting:  {}\n", wait ? wait : "(libgomp default: spin, then sleep)");
+  fmt::print("OpenMP binding:  {}\n", runtime::openmp_binding()); // OMP_PROC_BIND, OMP_PLACES
   fmt::print("CPU cores:       {}\n", b.cores);
   fmt::print("CPU model:       {}\n", runtime::cpu_model().empty() ? "(unknown)" : runtime::cpu_model());
   fmt::print("CPU features:    {}\n", runtime::cpu_features().str());
