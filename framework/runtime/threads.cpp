@@ -77,8 +77,10 @@ std::vector<std::vector<int>> openmp_team_cpus(int n) {
 std::string openmp_binding() {
   if (!openmp_binds_threads()) return "off";
   const char* policy = "true";
-  switch (omp_get_proc_bind()) {
-  case omp_proc_bind_primary: policy = "primary"; break;
+  // (2 is OpenMP 5.1's omp_proc_bind_primary, "master" before it: GCC's omp.h and LLVM's, which the
+  // fuzz build compiles with, name it differently)
+  switch (static_cast<int>(omp_get_proc_bind())) {
+  case 2: policy = "primary"; break;
   case omp_proc_bind_close: policy = "close"; break;
   case omp_proc_bind_spread: policy = "spread"; break;
   default: break;
