@@ -33,10 +33,9 @@ std::vector<int> openmp_place_cpus() {
 bool openmp_binds_threads() { return omp_get_proc_bind() != omp_proc_bind_false && omp_get_num_places() > 0; }
 
 int available_cores() {
-  if (openmp_binds_threads()) // the calling thread's mask is the first place's alone (threads.hpp)
-    if (const std::vector<int> cpus = openmp_place_cpus(); !cpus.empty()) return static_cast<int>(cpus.size());
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  // (under binding the calling thread's own mask is the first place's alone: threads.hpp)
+  const std::vector<int> cpus = openmp_binds_threads() ? openmp_place_cpus() : this_thread_cpus();
+  if (!cpus.empty()) return static_cast<int>(cpus.size());
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
 }
