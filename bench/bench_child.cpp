@@ -91,8 +91,13 @@ json profile_json(Stepper& stepper, std::int64_t& s, std::int64_t steps) {
                    {"fwd_calls", static_cast<double>(row.forward_calls) / n},
                    {"bwd_calls", static_cast<double>(row.backward_calls) / n}});
   }
+  const WorkersProfile w = profiler_workers(); // (with 2+ threads: their shards run at once)
+  json workers_ms = json::array();
+  for (double t : w.seconds) workers_ms.push_back(t / n * 1e3);
   return {{"steps", steps},
           {"ms_per_step", wall / n * 1e3},
+          {"workers_ms", workers_ms},
+          {"workers_wait_ms", w.wait_seconds / n * 1e3},
           {"op_ms_per_step", op_total / n * 1e3},
           {"phases_ms", {{"batch", ph.batch / n * 1e3},
                          {"forward", ph.step.forward / n * 1e3},

@@ -45,6 +45,12 @@ std::string profile_summary(const std::string& name, const json& hg) {
       "{:.2f} + clip {:.2f} + optimizer {:.2f} ms\n",
       name, p["steps"].get<int>(), p["ms_per_step"].get<double>(), ph["batch"].get<double>(), ph["forward"].get<double>(),
       ph["backward"].get<double>(), ph["clip"].get<double>(), ph["optimizer"].get<double>());
+  if (has(p, "workers_ms") && p["workers_ms"].size() > 1) { // the step waits for its slowest worker
+    std::string each;
+    for (const auto& t : p["workers_ms"]) each += fmt::format("{}{:.2f}", each.empty() ? "" : " / ", t.get<double>());
+    s += fmt::format("  threads' ms/step in their shards of the batch: {}; the fastest waited {:.2f}\n", each,
+                     p["workers_wait_ms"].get<double>());
+  }
   const double op_total = p["op_ms_per_step"];
   s += fmt::format("  ops, share of the {:.2f} ms/step spent in ops (fwd+bwd ms/step):", op_total);
   int shown = 0;

@@ -32,6 +32,7 @@ their targets (ok or MISS). It writes both runs' metrics.csv and result.json und
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -73,21 +74,29 @@ def headgrad_train(args, out, steps, threads, eval_every, spin=None):
 
 
 def headgrad_profile(args, out, steps, threads):
-    """{op: (forward ms, backward ms, share of op time)} from `headgrad train --profile`."""
+    """({op: (forward ms, backward ms, share of op time)}, workers) from `headgrad train --profile`;
+    workers (at 2+ threads, else None): each thread's ms per step in its shards of the batch, the ms
+    the fastest waited for the slowest, the step's ms and its ms besides the shards."""
     argv = [args.headgrad, "train", "--task", "text", "--steps", str(steps), "--threads", str(threads),
             "--eval-every", "0", "--eval-count", "10", "--seed", "0", "--profile", "--quiet", "--out", out,
             "--overwrite"]
     o, _, _ = run_child(argv)
-    ops, inside = {}, False
+    ops, inside, workers = {}, False, None
     for line in o.splitlines():
         if line.startswith("op ") and "share" in line:
             inside = True
         elif line.startswith("total (op time)"):
-            break
+            inside = False
         elif inside and line.strip():
             c = line.split()  # name, fwd calls, fwd ms, bwd calls, bwd ms, total ms, share%
             ops[c[0]] = (float(c[2]) / steps, float(c[4]) / steps, float(c[6].rstrip("%")) / 100)
-    return ops
+        elif line.startswith("workers: "):  # "... shards 23.02 (worker 0), 22.96 (worker 1); the fastest waited 0.33"
+            workers = dict(shard_ms=[float(x) for x in re.findall(r"([0-9.]+) \(worker \d+\)", line)],
+                           wait_ms=float(re.search(r"waited ([0-9.]+) ms", line).group(1)))
+        elif workers and line.strip().startswith("a step took "):  # "a step took 23.87 ms: ... and 0.71 ms besides"
+            took = re.search(r"took ([0-9.]+) ms: .* and ([0-9.]+) ms besides", line)
+            workers.update(step_ms=float(took.group(1)), besides_ms=float(took.group(2)))
+    return ops, workers
 
 
 def headgrad_info(args):
@@ -240,7 +249,8 @@ def main():
     for t, lim in limits.items():
         print(f"bench text: sgemm over the step's mix at {t} thread(s): {lim['mix_gflops']:.1f} GFLOP/s "
               f"({lim['matmul_ms_per_step']:.2f} ms/step)", file=sys.stderr, flush=True)
-    profile = headgrad_profile(args, os.path.join(args.out, "profile-headgrad"), args.probe_steps, best["headgrad"])
+    profile, workers = headgrad_profile(args, os.path.join(args.out, "profile-headgrad"), args.probe_steps,
+                                        best["headgrad"])
     flops = limits[thread_counts[0]]["flops_per_step"]
 
     results = {}
@@ -333,6 +343,11 @@ def main():
     shares = sorted(profile.items(), key=lambda kv: -kv[1][2])
     print(f"headgrad's profile at {best['headgrad']} thread(s) ({args.probe_steps} steps; op share, fwd+bwd ms/step): " +
           "; ".join(f"{op} {v[2] * 100:.1f}% ({v[0]:.2f}+{v[1]:.2f})" for op, v in shares if v[2] >= 0.001))
+    if workers:  # the threads train their shards at once: the step waits for the slowest
+        print(f"headgrad's workers at {best['headgrad']} threads (same profile run): ms per step in their shards "
+              + " / ".join(f"{x:.2f}" for x in workers["shard_ms"]) + f"; the fastest waited {workers['wait_ms']:.2f}"
+              + (f"; a step {workers['step_ms']:.2f}, of it {workers['besides_ms']:.2f} besides the shards (the batch, "
+                 "adding the shards' gradients, clipping, the update)" if "step_ms" in workers else ""))
     print(f"sgemm limit: " + "; ".join(f"{th} thread(s) {lim['mix_gflops']:.1f} GFLOP/s over the mix "
                                         f"({lim['matmul_ms_per_step']:.2f} ms/step), best shape {lim['best_shape']} "
                                         f"{lim['best_gflops']:.1f}" for th, lim in limits.items()))
@@ -342,7 +357,8 @@ def main():
           + ", ".join(os.path.join(args.out, s, "metrics.csv") for s in sides))
     with open(os.path.join(args.out, "result.json"), "w") as f:
         json.dump(dict(results=results, sample_tokens_per_s=dict(cache=cached, no_cache=uncached),
-                       sgemm_limit={str(k): v for k, v in limits.items()}, profile=profile, targets=TARGETS,
+                       sgemm_limit={str(k): v for k, v in limits.items()}, profile=profile, workers=workers,
+                       targets=TARGETS,
                        cpu=dict(model=model, vector_extensions=vector_ext), headgrad_info=info,
                        torch_openblas_coretype=args.torch_coretype, load_average=[load0, load1]), f, indent=1)
     return 0

@@ -1,5 +1,6 @@
 #include "framework/profiler.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@ namespace {
 bool g_profiler = false;
 std::thread::id g_profiled_thread; // the thread that enabled the profiler: the one timed
 std::map<std::string, OpProfile> g_profile;
+WorkersProfile g_workers;
 thread_local int t_running = 0;         // timers alive on this thread
 thread_local bool t_counting = false;    // the outermost of them counts
 thread_local double t_part_seconds = 0;  // time charged to OpParts on this thread, ever
@@ -36,7 +38,23 @@ void profiler_enable(bool on) {
   g_profiler = on;
   g_profiled_thread = std::this_thread::get_id();
 }
-void profiler_reset() { g_profile.clear(); }
+bool profiler_enabled() { return g_profiler; }
+void profiler_reset() {
+  g_profile.clear();
+  g_workers = {};
+}
+
+void profiler_add_workers(const std::vector<double>& seconds) {
+  if (!g_profiler || std::this_thread::get_id() != g_profiled_thread || seconds.empty()) return;
+  if (g_workers.seconds.size() < seconds.size()) g_workers.seconds.resize(seconds.size(), 0.0);
+  for (std::size_t i = 0; i < seconds.size(); ++i) g_workers.seconds[i] += seconds[i];
+  const auto [lo, hi] = std::minmax_element(seconds.begin(), seconds.end());
+  g_workers.slowest_seconds += *hi;
+  g_workers.wait_seconds += *hi - *lo;
+  ++g_workers.steps;
+}
+
+WorkersProfile profiler_workers() { return g_workers; }
 
 std::vector<OpProfile> profiler_report() {
   std::vector<OpProfile> out;

@@ -17,8 +17,23 @@ struct OpProfile {
 };
 
 void profiler_enable(bool on);
+bool profiler_enabled();
 void profiler_reset();
 std::vector<OpProfile> profiler_report(); // one row per op name, in name order
+
+// The workers of a step that runs its batch's shards on several threads at once
+// (train/train_step.cpp): the step lasts as long as its slowest worker, so a worker slower than
+// the others on the same work (its CPU shared with other work, or a slower core) costs every
+// worker that much time.
+struct WorkersProfile {
+  std::int64_t steps = 0;       // steps reported
+  std::vector<double> seconds;  // each worker's time in its shards, summed over the steps
+  double slowest_seconds = 0;   // summed over the steps: the slowest worker's time, the step's share in shards
+  double wait_seconds = 0;      // summed over the steps: how long the fastest worker waited for the slowest
+};
+// Adds one step's worker times (seconds[i]: worker i's, on the thread that enabled the profiler).
+void profiler_add_workers(const std::vector<double>& seconds);
+WorkersProfile profiler_workers();
 
 // Times its scope as `name`'s forward (or backward) when the profiler is on.
 class OpTimer {

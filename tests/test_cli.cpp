@@ -2,8 +2,10 @@
 // train --json, eval, gradcheck, and the flags a resumed run may or may not change.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
@@ -260,6 +262,41 @@ TEST_CASE("train --attention composed and fused: the same run up to rounding") {
   // the two paths differ in the order of float additions only: after 20 steps the mean loss of
   // the last steps agrees to a few parts in 10^4
   CHECK(std::abs(losses[0] - losses[1]) <= 1e-3 * losses[1]);
+}
+
+TEST_CASE("train --profile: the op table, and with two threads each worker's time in its shards") {
+  TempDir dir;
+  for (const char* threads : {"1", "2"}) {
+    CAPTURE(threads);
+    std::vector<std::string> args = tiny(dir / threads, 12);
+    args[std::find(args.begin(), args.end(), "--threads") - args.begin() + 1] = threads;
+    args.insert(args.end(), {"--profile", "--quiet"});
+    const Result r = run(args, dir);
+    INFO("stdout: ", r.out, "\nstderr: ", r.err);
+    REQUIRE(r.rc == 0);
+    CHECK(contains(r.out, "total (op time)"));
+    CHECK(contains(r.out, "linear_relu"));
+    if (std::string(threads) == "1") {
+      CHECK_FALSE(contains(r.out, "workers:")); // one thread runs the whole batch: no workers to compare
+      continue;
+    }
+    // "workers: ms per step in their shards A (worker 0), B (worker 1); the fastest waited W ms ..."
+    const auto lines = lines_of(r.out);
+    const auto w =
+        std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("workers: ", 0) == 0; });
+    REQUIRE(w != lines.end());
+    double a = 0, b = 0, wait = -1;
+    REQUIRE(std::sscanf(w->c_str(),
+                        "workers: ms per step in their shards %lf (worker 0), %lf (worker 1); the fastest waited %lf",
+                        &a, &b, &wait) == 3);
+    CHECK(a > 0);
+    CHECK(b > 0);
+    CHECK(wait >= std::abs(a - b) - 0.01); // each step's gap is at least the gap of the means (printed to 0.01 ms)
+    // then "a step took S ms: the slowest worker's shards and R ms besides", after the line on a
+    // slower worker if there was one
+    CHECK(std::any_of(w + 1, std::min(w + 3, lines.end()),
+                      [](const std::string& l) { return contains(l, "a step took "); }));
+  }
 }
 
 TEST_CASE("train --json: a JSON summary on the last stdout line, and eval reads the checkpoint") {

@@ -5,10 +5,12 @@
 // (the shard tree, framework/distributed/shard_tree.hpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <omp.h>
 
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/profiler.hpp"
 #include "train/run_optimizer.hpp"
 #include "train/train_step.hpp"
 #include "tests/test_support.hpp"
@@ -92,6 +94,48 @@ TEST_CASE("train_step split over threads is deterministic (float32, the training
     return v;
   };
   CHECK(run_f32() == run_f32());
+  omp_set_num_threads(before);
+}
+
+TEST_CASE("the profiler records each worker's time in its shards, per step (train --profile's workers line)") {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const RunConfig c = tiny_run();
+  SUBCASE("three workers, profiler on: one record per step, each worker's time and the slowest's") {
+    Run r = make_run(c, 3);
+    profiler_reset();
+    profiler_enable(true);
+    steps_of(r, c, 9, 4);
+    profiler_enable(false);
+    const WorkersProfile w = profiler_workers();
+    CHECK(w.steps == 4);
+    REQUIRE(w.seconds.size() == 3);
+    double sum = 0;
+    for (double t : w.seconds) {
+      CHECK(t > 0);
+      sum += t;
+    }
+    // per step the slowest is at least the mean of the three and at most their sum; the fastest
+    // waited the slowest's time less its own, which is at most the slowest's
+    CHECK(w.slowest_seconds >= *std::max_element(w.seconds.begin(), w.seconds.end()));
+    CHECK(w.slowest_seconds <= sum);
+    CHECK(w.wait_seconds >= 0);
+    CHECK(w.wait_seconds <= w.slowest_seconds);
+    profiler_reset();
+    CHECK(profiler_workers().steps == 0);
+    CHECK(profiler_workers().seconds.empty());
+  }
+  SUBCASE("profiler off, or one thread on the whole batch: nothing recorded") {
+    for (int workers : {3, 1}) {
+      CAPTURE(workers);
+      Run r = make_run(c, workers);
+      profiler_reset();
+      profiler_enable(workers == 1); // on for the one-thread run, off for the split one
+      steps_of(r, c, 9, 2);
+      profiler_enable(false);
+      CHECK(profiler_workers().steps == 0);
+    }
+  }
   omp_set_num_threads(before);
 }
 

@@ -78,7 +78,11 @@ template <typename Visit> void visit_train_options(Visit&& visit) {
                    at_least(0, " (0: wait forever)"), true, "SECONDS"},
         &O::rank_timeout);
   visit(OptionInfo{"json", "", "print the summary as one JSON object on the last line", {}, false}, &O::json);
-  visit(OptionInfo{"profile", "", "print time per op type, forward and backward", {}, false}, &O::profile);
+  visit(OptionInfo{"profile", "",
+                   "print time per op type, forward and backward (with 2+ threads also each thread's time in its "
+                   "shards, and the wait for the slowest)",
+                   {}, false},
+        &O::profile);
   visit(OptionInfo{"quiet", "", "no progress output", {}, false}, &O::quiet);
   visit(OptionInfo{nullptr, "the accuracy to stop at", ""}, &O::stop_at_seq_acc);
 }

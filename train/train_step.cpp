@@ -16,6 +16,7 @@
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/optim/optimizer.hpp"
+#include "framework/profiler.hpp"
 #include "framework/runtime/clock.hpp"
 #include "framework/runtime/spin_pool.hpp"
 #include "train/rank_shard.hpp"
@@ -98,9 +99,13 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
   const double all_valid = static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
   std::vector<double> losses(static_cast<std::size_t>(node.count()), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+  // with --profile, each worker's time in its shards (the step waits for the slowest)
+  const bool timed = n > 1 && profiler_enabled();
+  std::vector<double> worker_seconds(timed ? static_cast<std::size_t>(n) : 0);
   // n threads at once, each running every op of its shards alone: the replicas' spinning pool when
   // there is one (runtime::SpinPool, kept awake between the step's phases), else OpenMP's
   runtime::run_team(n, [&](int i) {
+    const double started = timed ? runtime::seconds_now() : 0;
     try {
       const ShardRange block = block_of(i);
       for (std::int64_t s = block.first; s < block.end; ++s) {
@@ -118,9 +123,11 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
     } catch (...) {
       errors[static_cast<std::size_t>(i)] = std::current_exception();
     }
+    if (timed) worker_seconds[static_cast<std::size_t>(i)] = runtime::seconds_now() - started;
   });
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
+  if (timed) profiler_add_workers(worker_seconds);
   return losses;
 }
 

@@ -169,7 +169,7 @@ void print_communication(const train::TrainSummary& s) {
              s.train_seconds > 0 ? 100.0 * c.wait_seconds / s.train_seconds : 0.0);
 }
 
-void print_profile() {
+void print_profile(const train::TrainSummary& s) {
   auto rows = profiler_report();
   std::sort(rows.begin(), rows.end(), [](const OpProfile& a, const OpProfile& b) {
     return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
@@ -184,6 +184,27 @@ void print_profile() {
                (r.forward_seconds + r.backward_seconds) * 1e3,
                total > 0 ? 100.0 * (r.forward_seconds + r.backward_seconds) / total : 0.0);
   fmt::print("{:<22} {:>9} {:>11} {:>9} {:>11} {:>10.2f}\n", "total (op time)", "", "", "", "", total * 1e3);
+  const WorkersProfile w = profiler_workers();
+  if (w.steps > 0 && w.seconds.size() > 1) {
+    // the threads train their shards at once and the step ends with the slowest: a worker slower
+    // than the others on the same work holds every step back
+    const double steps = static_cast<double>(w.steps);
+    std::string each;
+    for (std::size_t i = 0; i < w.seconds.size(); ++i)
+      each += fmt::format("{}{:.2f} (worker {})", i ? ", " : "", w.seconds[i] / steps * 1e3, i);
+    const auto [lo, hi] = std::minmax_element(w.seconds.begin(), w.seconds.end());
+    const double slower = *lo > 0 ? *hi / *lo - 1 : 0.0;
+    fmt::print("workers: ms per step in their shards {}; the fastest waited {:.2f} ms per step for the slowest\n", each,
+               w.wait_seconds / steps * 1e3);
+    if (static_cast<double>(s.losses.size()) == steps && s.train_seconds > 0)
+      fmt::print("  a step took {:.2f} ms: the slowest worker's shards and {:.2f} ms besides (the batch, adding the "
+                 "shards' gradients, clipping, the update)\n",
+                 s.train_seconds / steps * 1e3, (s.train_seconds - w.slowest_seconds) / steps * 1e3);
+    if (slower >= 0.05) // more than the noise of a quiet machine
+      fmt::print("  worker {} took {:.0f}% longer than worker {}: with shards of equal size, its CPU is shared with "
+                 "other work or slower\n",
+                 hi - w.seconds.begin(), 100.0 * slower, lo - w.seconds.begin());
+  }
   const AllocatorStats a = allocator_stats();
   fmt::print("allocator: {} system allocations, {} served from the cache ({} of them a block another thread used "
              "last); {:.1f} MiB in use, {:.1f} MiB cached; {:.0f} MiB of huge-page arenas\n\n",
@@ -264,7 +285,7 @@ int train_command(int argc, char** argv) {
   // number (Ctrl-C 130, SIGTERM 143, SIGHUP 129), after its checkpoint was saved.
   const int code = s.interrupted ? 128 + s.stop_signal : 0;
   if (!speaks) return code;
-  if (o.profile) print_profile();
+  if (o.profile) print_profile(s);
   if (o.profile) print_communication(s);
   const bool trained = !s.losses.empty();
   if (trained || o.json) print_summary(o, s);
