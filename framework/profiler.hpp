@@ -27,7 +27,8 @@ std::vector<OpProfile> profiler_report(); // one row per op name, in name order
 // worker that much time.
 struct WorkersProfile {
   std::int64_t steps = 0;       // steps reported
-  std::vector<double> seconds;  // each worker's time in its shards, summed over the steps
+  std::vector<double> seconds;  // each worker's time until it finished its shards (from the step's call
+                                // to the team, so a late start counts), summed over the steps
   double slowest_seconds = 0;   // summed over the steps: the slowest worker's time, the step's share in shards
   double wait_seconds = 0;      // summed over the steps: how long the fastest worker waited for the slowest
 };

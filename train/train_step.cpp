@@ -99,13 +99,14 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
   const double all_valid = static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
   std::vector<double> losses(static_cast<std::size_t>(node.count()), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  // with --profile, each worker's time in its shards (the step waits for the slowest)
+  // with --profile, when each worker finished its shards, from the moment the team was called (a
+  // worker that wakes late counts as slow: the step waits for the last to finish either way)
   const bool timed = n > 1 && profiler_enabled();
   std::vector<double> worker_seconds(timed ? static_cast<std::size_t>(n) : 0);
+  const double called = timed ? runtime::seconds_now() : 0;
   // n threads at once, each running every op of its shards alone: the replicas' spinning pool when
   // there is one (runtime::SpinPool, kept awake between the step's phases), else OpenMP's
   runtime::run_team(n, [&](int i) {
-    const double started = timed ? runtime::seconds_now() : 0;
     try {
       const ShardRange block = block_of(i);
       for (std::int64_t s = block.first; s < block.end; ++s) {
@@ -123,7 +124,7 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
     } catch (...) {
       errors[static_cast<std::size_t>(i)] = std::current_exception();
     }
-    if (timed) worker_seconds[static_cast<std::size_t>(i)] = runtime::seconds_now() - started;
+    if (timed) worker_seconds[static_cast<std::size_t>(i)] = runtime::seconds_now() - called;
   });
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
