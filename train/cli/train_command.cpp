@@ -196,7 +196,7 @@ void print_profile(const train::TrainSummary& s) {
     const double slower = *lo > 0 ? *hi / *lo - 1 : 0.0;
     fmt::print("workers: ms per step in their shards {}; the fastest waited {:.2f} ms per step for the slowest\n", each,
                w.wait_seconds / steps * 1e3);
-    if (static_cast<double>(s.losses.size()) == steps && s.train_seconds > 0)
+    if (static_cast<std::int64_t>(s.losses.size()) == w.steps && s.train_seconds > 0) // every step was profiled
       fmt::print("  a step took {:.2f} ms: the slowest worker's shards and {:.2f} ms besides (the batch, adding the "
                  "shards' gradients, clipping, the update)\n",
                  s.train_seconds / steps * 1e3, (s.train_seconds - w.slowest_seconds) / steps * 1e3);
