@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# libsleef-dev: vectorised exp, log, tanh, erf for the per-instruction-set kernels (framework/kernels/isa/)
+# libsleef-dev: vectorised exp, log, tanh, erf for the per-instruction-set kernels (framework/engine/kernels/isa/)
 # pkgconf: the install test builds a consumer through headgrad.pc too
 # fortunes: the default corpus of `headgrad train --task text` (/usr/share/games/fortunes)
 # patch: the test suite builds exercises 8 and 9 with their solutions applied (docs/exercises/)

@@ -5,14 +5,14 @@
 #pragma once
 
 // ---- tensors and autograd ------------------------------------------------------------------
-#include "framework/dims.hpp"      // Dims: a shape or strides (up to 8 axes)
-#include "framework/dtype.hpp"     // DType: f32, f64, i64, bool8
-#include "framework/storage.hpp"   // the bytes behind tensors (a caching allocator)
-#include "framework/tensor.hpp"    // Tensor
-#include "framework/random.hpp"    // Generator: seeded, the same stream everywhere
-#include "framework/autograd.hpp"  // record(), Node, NoGradGuard: writing an op's backward
-#include "framework/broadcast.hpp" // NumPy broadcasting shapes, for ops of your own
-#include "framework/gradcheck.hpp" // gradcheck(): float64 central differences
+#include "framework/core/dims.hpp"      // Dims: a shape or strides (up to 8 axes)
+#include "framework/core/dtype.hpp"     // DType: f32, f64, i64, bool8
+#include "framework/core/storage.hpp"   // the bytes behind tensors (a caching allocator)
+#include "framework/core/tensor.hpp"    // Tensor
+#include "framework/core/random.hpp"    // Generator: seeded, the same stream everywhere
+#include "framework/core/autograd.hpp"  // record(), Node, NoGradGuard: writing an op's backward
+#include "framework/core/broadcast.hpp" // NumPy broadcasting shapes, for ops of your own
+#include "framework/core/gradcheck.hpp" // gradcheck(): float64 central differences
 
 // ---- ops -----------------------------------------------------------------------------------
 #include "framework/ops/ops.hpp"      // elementwise, reductions, matmul, shape ops, indexing
@@ -27,14 +27,14 @@
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
 #include "framework/io/crc32c.hpp"         // CRC-32C, the checksum of each tensor in headgrad's files
 #include "framework/io/regular_file.hpp"   // opening a named file for reading only if it is a regular one
-#include "framework/runtime/clock.hpp"     // seconds_now(): the monotonic clock headgrad times with
-#include "framework/runtime/cpu_isa.hpp"   // the instruction set of the vector kernels (HEADGRAD_ISA)
-#include "framework/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
-#include "framework/runtime/threads.hpp"   // set_threads, BLAS info
+#include "framework/engine/runtime/clock.hpp"     // seconds_now(): the monotonic clock headgrad times with
+#include "framework/engine/runtime/cpu_isa.hpp"   // the instruction set of the vector kernels (HEADGRAD_ISA)
+#include "framework/engine/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
+#include "framework/engine/runtime/threads.hpp"   // set_threads, BLAS info
 
 // ---- tools -----------------------------------------------------------------------------------
-#include "framework/profiler.hpp"  // per-op timing
-#include "framework/graph_dot.hpp" // the autograd graph as Graphviz DOT
+#include "framework/engine/profiler.hpp"  // per-op timing
+#include "framework/io/graph_dot.hpp" // the autograd graph as Graphviz DOT
 
 // ---- data parallelism (MPI when headgrad was built with it) -----------------------------------
 #include "framework/distributed/communicator.hpp"

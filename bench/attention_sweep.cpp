@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "bench/timing.hpp"
-#include "framework/kernels/attention_heads.hpp"
-#include "framework/random.hpp"
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/core/random.hpp"
+#include "framework/engine/runtime/threads.hpp"
 
 namespace headgrad::bench {
 namespace {

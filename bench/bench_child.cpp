@@ -12,14 +12,14 @@
 #include "bench/run_config_json.hpp"
 #include "bench/sgemm_limit.hpp"
 #include "bench/timing.hpp"
-#include "framework/autograd.hpp"
-#include "framework/profiler.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/profiler.hpp"
 #include "framework/io/safetensors.hpp"
-#include "framework/runtime/threads.hpp"
-#include "framework/storage.hpp"
-#include "train/evaluate.hpp"
-#include "train/run_optimizer.hpp"
-#include "train/train_step.hpp"
+#include "framework/engine/runtime/threads.hpp"
+#include "framework/core/storage.hpp"
+#include "train/loop/evaluate.hpp"
+#include "train/run/run_optimizer.hpp"
+#include "train/loop/train_step.hpp"
 
 namespace headgrad::bench {
 namespace {

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "train/run_config.hpp"
+#include "train/run/run_config.hpp"
 
 namespace headgrad::bench {
 

@@ -34,8 +34,8 @@
 #include "bench/run_config_json.hpp"
 #include "bench/text_limit.hpp"
 #include "bench/timing.hpp"
-#include "framework/runtime/startup.hpp"
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/runtime/startup.hpp"
+#include "framework/engine/runtime/threads.hpp"
 
 namespace headgrad::bench {
 namespace {

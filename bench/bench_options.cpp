@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <sstream>
 
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/runtime/threads.hpp"
 #include "train/cli/run_config_flags.hpp"
 
 #ifndef HEADGRAD_BENCH_SOURCE_DIR

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "train/run_config.hpp"
+#include "train/run/run_config.hpp"
 
 namespace headgrad::bench {
 
@@ -33,7 +33,7 @@ struct GemmShape {
   std::string what; // "W_q fwd, ..." (merged when several uses share a shape)
   // Which size counts the batch's rows (B T positions, or B sequences for attention's per-head
   // gemms): 'm', 'k' (a weight gradient sums over them) or 'b' (batch). A thread that trains on
-  // its share of the batch (train/thread_replicas.hpp) runs the gemm with that size divided.
+  // its share of the batch (train/parallel/thread_replicas.hpp) runs the gemm with that size divided.
   char rows_in = 'm';
   double flops() const { return 2.0 * static_cast<double>(m * n * k * batch); }
   std::string str() const; // "NT 1024x64x64" or "NN 16x16x16 x256"

@@ -5,7 +5,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include "train/run_config.hpp"
+#include "train/run/run_config.hpp"
 
 namespace headgrad::bench {
 

@@ -6,15 +6,15 @@
 #include <vector>
 
 #include "bench/timing.hpp"
-#include "framework/kernels/gemm_batched.hpp"
-#include "framework/random.hpp"
+#include "framework/engine/kernels/gemm_batched.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::bench {
 
 namespace {
 
 // Thread `part` of `parts`'s share of g when the batch's rows are split over threads (each
-// training on its own rows, train/thread_replicas.hpp): the size that counts rows, divided.
+// training on its own rows, train/parallel/thread_replicas.hpp): the size that counts rows, divided.
 GemmShape share_of(const GemmShape& g, int part, int parts) {
   GemmShape s = g;
   std::int64_t& len = g.rows_in == 'k' ? s.k : g.rows_in == 'b' ? s.batch : s.m;

@@ -26,7 +26,7 @@ struct SgemmLimit {
 // OpenBLAS's own threads (openblas_set_num_threads(threads)), headgrad's split of the same calls
 // over OpenMP threads with single-threaded BLAS (kernels::gemm / gemm_batched), and each thread
 // running its share of the batch's rows at the same time (data parallelism over threads, as
-// train/thread_replicas.hpp trains; a weight gradient is then a partial sum per thread, whose
+// train/parallel/thread_replicas.hpp trains; a weight gradient is then a partial sum per thread, whose
 // addition is not counted). Each is "what sgemm can do here", so the limit is the best of them.
 SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads);
 

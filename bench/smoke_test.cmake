@@ -1,7 +1,7 @@
 # bench_smoke: `headgrad_bench --quick --skip-tta --no-torch --json` must succeed and its last
 # stdout line must be JSON with the keys the table is built from. Not a timing test.
 # It runs as on a CPU where OpenBLAS falls back to its generic Prescott kernel by itself (the test
-# hook of framework/runtime/startup.hpp): the bench's start-up path must replace it.
+# hook of framework/engine/runtime/startup.hpp): the bench's start-up path must replace it.
 file(MAKE_DIRECTORY ${WORK_DIR})
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env OPENBLAS_CORETYPE=Prescott HEADGRAD_BLAS_AUTOCORE_ASSUME=Prescott

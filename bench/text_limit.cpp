@@ -7,8 +7,8 @@
 #include "bench/flop_model.hpp"
 #include "bench/sgemm_limit.hpp"
 #include "framework/io/safetensors.hpp"
-#include "framework/runtime/threads.hpp"
-#include "train/checkpoint.hpp"
+#include "framework/engine/runtime/threads.hpp"
+#include "train/run/checkpoint.hpp"
 
 namespace headgrad::bench {
 

@@ -1,6 +1,6 @@
 #include "bench/timing.hpp"
 
-#include "framework/runtime/clock.hpp"
+#include "framework/engine/runtime/clock.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -8,20 +8,20 @@
 #   include/headgrad/{framework,models,data}/...    the public headers
 #   bin/headgrad                                    the command line
 #
-# Include scheme. In the source tree headers include each other as "framework/tensor.hpp". The
-# installed copies say "headgrad/framework/tensor.hpp" (rewritten at install time by
+# Include scheme. In the source tree headers include each other as "framework/core/tensor.hpp". The
+# installed copies say "headgrad/framework/core/tensor.hpp" (rewritten at install time by
 # cmake/HeadgradInstallHeaders.cmake, only that prefix changes), so the package exports one
 # include directory, include/, and a consumer writes #include <headgrad/...>. Exporting
 # include/headgrad/ as well would have kept the headers byte-identical, but it would also put
 # directories named framework/, models/ and data/ on every consumer's include path, where they
 # shadow (or are shadowed by) the consumer's own headers of those common names.
 #
-# Private headers are not installed: framework/kernels/ (the loops behind the ops: they include
+# Private headers are not installed: framework/engine/kernels/ (the loops behind the ops: they include
 # cblas.h and omp.h) and the helpers only .cpp files include. No public header includes them;
 # the install test compiles every installed header against the prefix alone to keep it so.
 #
 # Dependencies at find_package time (cmake/headgradConfig.cmake.in):
-#   fmt       public: framework/tensor.hpp includes <fmt/format.h>
+#   fmt       public: framework/core/tensor.hpp includes <fmt/format.h>
 #   OpenBLAS  link only (the static library calls cblas_sgemm); its headers stay private
 #   SLEEF     link only (the per-instruction-set kernels call its vector functions); found by
 #             FindSLEEF.cmake, installed beside the config (SLEEF ships no CMake package)
@@ -37,8 +37,8 @@ set(HEADGRAD_PRIVATE_HEADERS
   ops/attention_mask.hpp    # attention masks as the kernels take them (masked_softmax.cpp, attention.cpp)
   ops/dropout_draw.hpp      # how dropout draws its mask (dropout.cpp, attention.cpp)
   io/safetensors_format.hpp # the byte layout shared by the safetensors reader and writer
-  runtime/team_meet.hpp     # how the threads of a region meet before its end (spin_pool.cpp)
-  runtime/spin_pool.hpp     # the training step's threads, spinning between its phases (train/)
+  engine/runtime/team_meet.hpp     # how the threads of a region meet before its end (spin_pool.cpp)
+  engine/runtime/spin_pool.hpp     # the training step's threads, spinning between its phases (train/)
 )
 # Not installed either: kernels/, and checks/ (the registry of the gradcheck and misuse rows, which
 # are compiled into the headgrad command and the tests only: headgrad_checks).

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::data {
 

@@ -24,8 +24,8 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/random.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/random.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::data {
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "framework/io/regular_file.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::data {
 namespace {

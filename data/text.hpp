@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "data/tasks.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::data {
 

@@ -50,7 +50,7 @@ public:
 enum class AttentionPath { composed, fused };
 
 // The attention weights of a layer's last forward, (B, heads, Tq, Tk): P before dropout, as d2l's
-// attention_weights - what the pictures draw (train/attention_svg.cpp). The composed path always has
+// attention_weights - what the pictures draw (train/pictures/attention_svg.cpp). The composed path always has
 // them (P is one of its tensors); the fused op hands them out only when `keep` is set before the
 // forward (they cost B * heads * Tq * Tk values, and the op then keeps P instead of taking the
 // FlashAttention-2 tiling on a long sequence, whose memory is linear in T).

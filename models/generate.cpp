@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 
 namespace headgrad::models {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "framework/ops/sampling.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "models/gpt.hpp"
 
 namespace headgrad::models {

@@ -36,7 +36,7 @@
 #include <variant>
 
 #include "framework/io/safetensors.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace golden {
 

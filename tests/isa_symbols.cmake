@@ -1,4 +1,4 @@
-# isa_symbols.cmake - the per-instruction-set objects (framework/kernels/isa/) must define no
+# isa_symbols.cmake - the per-instruction-set objects (framework/engine/kernels/isa/) must define no
 # global or weak symbol outside their own namespace (headgrad::kernels::isa_<name>): an inline function or template of any other
 # namespace compiled there would carry AVX-512 (or AVX2) instructions, and the linker keeps one
 # copy of such a symbol for the whole program, so the baseline code could end up calling it on a

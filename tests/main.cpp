@@ -4,7 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include "framework/runtime/startup.hpp"
+#include "framework/engine/runtime/startup.hpp"
 
 int main(int argc, char** argv) {
   headgrad::runtime::configure(argc, argv);

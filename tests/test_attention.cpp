@@ -4,10 +4,10 @@
 #include <cmath>
 #include <string>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "models/attention.hpp"
 #include "tests/test_support.hpp"
 

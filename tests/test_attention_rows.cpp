@@ -1,4 +1,4 @@
-// test_attention_rows.cpp - the row kernels of attention (framework/kernels/attention_rows.hpp),
+// test_attention_rows.cpp - the row kernels of attention (framework/engine/kernels/attention_rows.hpp),
 // which attention_forward / attention_backward run for short sequences without keep flags or
 // dropout, against the formulas written out in double over every key (masked weights 0 included,
 // as the gemms multiply them), on every instruction-set copy this CPU runs: causal and
@@ -13,10 +13,10 @@
 #include <tuple>
 #include <vector>
 
-#include "framework/kernels/attention_heads.hpp"
-#include "framework/kernels/attention_rows.hpp"
-#include "framework/random.hpp"
-#include "framework/runtime/cpu_isa.hpp"
+#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels/attention_rows.hpp"
+#include "framework/core/random.hpp"
+#include "framework/engine/runtime/cpu_isa.hpp"
 
 using namespace headgrad;
 

@@ -1,4 +1,4 @@
-// Contract tests for the tape (framework/autograd.hpp): accumulation, reuse, errors, no_grad,
+// Contract tests for the tape (framework/core/autograd.hpp): accumulation, reuse, errors, no_grad,
 // detach, explicit upstream gradients, long chains, and freeing the graph.
 #include <doctest/doctest.h>
 
@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/checks/registry.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -343,7 +343,7 @@ TEST_CASE("autograd: a long chain does not overflow the stack") {
 TEST_CASE("autograd: backward kernels accumulate into an existing gradient (every gradcheck row)") {
   // dlib's test_layer contract: run backward once to pre-fill each leaf's gradient, then again on
   // a fresh graph; a kernel that writes (=) instead of adding (+=) leaves g1 instead of 2 g1.
-  const auto cases = checks::gradcheck_cases("ops"); // registered beside the ops (framework/ops/*_checks.cpp)
+  const auto cases = checks::gradcheck_cases("ops"); // registered beside the ops (framework/checks/ops/*_checks.cpp)
   REQUIRE(cases.size() >= 100);
   for (const auto& c : cases) {
     std::vector<Tensor> xs = c.make_inputs();
@@ -373,7 +373,7 @@ TEST_CASE("autograd: backward kernels accumulate into an existing gradient (ever
 TEST_CASE("autograd: float32 gradients match float64 for every gradcheck row") {
   // The gradcheck runs the float64 instantiation of each kernel; training runs float32. Same
   // rows, inputs cast to float32: the analytical gradients must agree to float32 precision.
-  const auto cases = checks::gradcheck_cases("ops"); // registered beside the ops (framework/ops/*_checks.cpp)
+  const auto cases = checks::gradcheck_cases("ops"); // registered beside the ops (framework/checks/ops/*_checks.cpp)
   REQUIRE(cases.size() >= 100);
   for (const auto& c : cases) {
     if (c.name.rfind("to_dtype", 0) == 0) continue; // these rows convert dtypes on purpose

@@ -10,19 +10,19 @@
 #include <string>
 
 #include "data/tasks.hpp"
-#include "framework/graph_dot.hpp"
+#include "framework/io/graph_dot.hpp"
 #include "framework/io/safetensors.hpp"
 #include "models/transformer.hpp"
 #include "tests/child_usage.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 #include "tests/tiny_models.hpp"
-#include "train/attention_svg.hpp"
-#include "train/curves_svg.hpp"
-#include "train/heatmap_svg.hpp"
-#include "train/memory_estimate.hpp"
-#include "train/metrics_csv.hpp"
-#include "train/run_config.hpp"
+#include "train/pictures/attention_svg.hpp"
+#include "train/pictures/curves_svg.hpp"
+#include "train/pictures/heatmap_svg.hpp"
+#include "train/run/memory_estimate.hpp"
+#include "train/run/metrics_csv.hpp"
+#include "train/run/run_config.hpp"
 
 using namespace headgrad;
 using test_support::contains;

@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
-#include "framework/autograd.hpp"
-#include "train/checkpoint.hpp"
-#include "train/run_model.hpp"
-#include "train/run_optimizer.hpp"
-#include "train/train_step.hpp"
+#include "framework/core/autograd.hpp"
+#include "train/run/checkpoint.hpp"
+#include "train/run/run_model.hpp"
+#include "train/run/run_optimizer.hpp"
+#include "train/loop/train_step.hpp"
 #include "tests/test_support.hpp"
 #include "tests/tiny_models.hpp"
 

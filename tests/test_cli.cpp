@@ -17,9 +17,9 @@
 #include <thread>
 #include <unistd.h>
 
-#include "train/checkpoint.hpp"
-#include "framework/runtime/startup.hpp"
-#include "framework/runtime/threads.hpp"
+#include "train/run/checkpoint.hpp"
+#include "framework/engine/runtime/startup.hpp"
+#include "framework/engine/runtime/threads.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 
@@ -466,7 +466,7 @@ TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {
   CHECK(contains(none.out, "0 cases, 0 passed, 0 failed"));
 }
 
-// ---- the BLAS kernel every program chooses at start-up (framework/runtime/startup.hpp) --------
+// ---- the BLAS kernel every program chooses at start-up (framework/engine/runtime/startup.hpp) --------
 
 TEST_CASE("preferred_core: a fallback core is replaced by the CPU's best kernel, nothing else is") {
   runtime::CpuFeatures avx2{true, true, true, true, false, false, false, false};

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "train/curve_points.hpp"
-#include "train/curves_svg.hpp"
-#include "train/trainer.hpp"
+#include "train/pictures/curve_points.hpp"
+#include "train/pictures/curves_svg.hpp"
+#include "train/loop/trainer.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 

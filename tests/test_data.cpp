@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "data/tasks.hpp"
-#include "framework/storage.hpp"
+#include "framework/core/storage.hpp"
 
 using namespace headgrad;
 using namespace headgrad::data;

@@ -34,7 +34,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"

@@ -13,7 +13,7 @@
 #include <omp.h>
 #include <stdexcept>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
@@ -23,7 +23,7 @@
 #include "framework/distributed/tree_allreduce.hpp"
 #include "tests/mpi/user_module.hpp"
 #include "tests/test_support.hpp"
-#include "train/rank_shard.hpp"
+#include "train/parallel/rank_shard.hpp"
 
 using namespace headgrad;
 using test_support::check_close;

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "framework/io/safetensors.hpp"
-#include "train/cli/explain/explain.hpp"
-#include "train/cli/explain/explain_svg.hpp"
-#include "train/cli/explain/tensor_printer.hpp"
-#include "train/heatmap_svg.hpp"
+#include "train/explain/explain.hpp"
+#include "train/explain/explain_svg.hpp"
+#include "train/explain/tensor_printer.hpp"
+#include "train/pictures/heatmap_svg.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "framework/io/safetensors.hpp"
-#include "train/checkpoint.hpp"
-#include "train/run_optimizer.hpp"
+#include "train/run/checkpoint.hpp"
+#include "train/run/run_optimizer.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

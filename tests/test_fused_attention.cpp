@@ -15,9 +15,9 @@
 #include <set>
 #include <string>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/attention_heads.hpp"
-#include "framework/profiler.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/profiler.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "models/attention.hpp"

@@ -12,7 +12,7 @@
 
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "golden_compare.hpp"
 #include "models/attention.hpp"
 

@@ -15,10 +15,10 @@
 #include "framework/ops/nn_ops.hpp"
 #include "golden_compare.hpp"
 #include "models/gpt.hpp"
-#include "train/checkpoint.hpp"
-#include "train/evaluate.hpp"
-#include "train/run_optimizer.hpp"
-#include "train/train_step.hpp"
+#include "train/run/checkpoint.hpp"
+#include "train/loop/evaluate.hpp"
+#include "train/run/run_optimizer.hpp"
+#include "train/loop/train_step.hpp"
 
 using namespace headgrad;
 

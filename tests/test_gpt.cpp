@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 #include "models/gpt.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"

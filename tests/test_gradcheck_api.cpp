@@ -1,14 +1,14 @@
-// The gradcheck API itself (framework/gradcheck.hpp). Above all the negative control: a custom op
+// The gradcheck API itself (framework/core/gradcheck.hpp). Above all the negative control: a custom op
 // with a deliberately wrong backward must FAIL, and the report must say where and by how much.
 // A checker that passes everything would make the whole gradient table worthless.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
-#include "framework/autograd.hpp"
-#include "framework/gradcheck.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/gradcheck.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

@@ -1,4 +1,4 @@
-// The autograd graph drawn (framework/graph_dot.hpp): the traced graph is the tape, node for node
+// The autograd graph drawn (framework/io/graph_dot.hpp): the traced graph is the tape, node for node
 // and edge for edge; backward leaves every node's gradient norm in it; the DOT text and the
 // `headgrad explain --graph` / `headgrad train --graph` files.
 #include <doctest/doctest.h>
@@ -7,12 +7,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "framework/autograd.hpp"
-#include "framework/graph_dot.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/io/graph_dot.hpp"
 #include "framework/ops/ops.hpp"
-#include "train/cli/explain/example.hpp"
-#include "train/cli/explain/named_forward.hpp"
-#include "train/graph_files.hpp"
+#include "train/explain/example.hpp"
+#include "train/explain/named_forward.hpp"
+#include "train/pictures/graph_files.hpp"
 #include "tests/svg_check.hpp"
 #include "tests/test_support.hpp"
 

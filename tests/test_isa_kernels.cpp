@@ -1,5 +1,5 @@
 // test_isa_kernels.cpp - the row, attention and Adam kernels built per instruction set
-// (framework/kernels/isa/row_kernels_isa.cpp, attention_heads.cpp): through the ops' calls
+// (framework/engine/kernels/isa/row_kernels_isa.cpp, attention_heads.cpp): through the ops' calls
 // (kernels/kernel_dispatch.cpp), every copy this CPU runs gives the baseline copy's results within
 // the dtype's rounding (the AVX-512 copy sums 16 lanes where the others sum 8), and the copy that
 // runs is the active instruction set's.
@@ -12,15 +12,15 @@
 #include <limits>
 #include <vector>
 
-#include "framework/kernels/adam_update.hpp"
-#include "framework/kernels/attention_heads.hpp"
-#include "framework/kernels/cross_entropy_rows.hpp"
-#include "framework/kernels/isa/kernel_table.hpp"
-#include "framework/kernels/layer_norm_rows.hpp"
-#include "framework/kernels/row_bias.hpp"
-#include "framework/kernels/row_softmax.hpp"
-#include "framework/random.hpp"
-#include "framework/runtime/cpu_isa.hpp"
+#include "framework/engine/kernels/adam_update.hpp"
+#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels/cross_entropy_rows.hpp"
+#include "framework/engine/kernels/kernel_table.hpp"
+#include "framework/engine/kernels/layer_norm_rows.hpp"
+#include "framework/engine/kernels/row_bias.hpp"
+#include "framework/engine/kernels/row_softmax.hpp"
+#include "framework/core/random.hpp"
+#include "framework/engine/runtime/cpu_isa.hpp"
 
 using namespace headgrad;
 using runtime::Isa;

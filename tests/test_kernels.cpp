@@ -1,4 +1,4 @@
-// test_kernels.cpp - the hand-vectorisable kernels in framework/kernels/vec_math.hpp against
+// test_kernels.cpp - the hand-vectorisable kernels in framework/engine/kernels/vec_math.hpp against
 // their plain definitions: exp_f32 against std::exp over the whole float range, and the lane
 // reductions against a long-double reference; elementwise.hpp's mul_derivative in both its loops.
 #include <doctest/doctest.h>
@@ -9,9 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "framework/kernels/elementwise.hpp"
-#include "framework/kernels/vec_math.hpp"
-#include "framework/random.hpp"
+#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/engine/kernels/vec_math.hpp"
+#include "framework/core/random.hpp"
 
 using namespace headgrad;
 

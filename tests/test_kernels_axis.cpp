@@ -7,11 +7,11 @@
 
 #include <cmath>
 
-#include "framework/kernels/arg_reduce.hpp"
-#include "framework/kernels/axis_softmax.hpp"
-#include "framework/kernels/cross_entropy_rows.hpp"
-#include "framework/kernels/elementwise.hpp"
-#include "framework/kernels/gemm.hpp"
+#include "framework/engine/kernels/arg_reduce.hpp"
+#include "framework/engine/kernels/axis_softmax.hpp"
+#include "framework/engine/kernels/cross_entropy_rows.hpp"
+#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/engine/kernels/gemm.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

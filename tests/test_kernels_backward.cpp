@@ -1,4 +1,4 @@
-// test_kernels_backward.cpp - the kernels the ops' backward closures call (framework/kernels/),
+// test_kernels_backward.cpp - the kernels the ops' backward closures call (framework/engine/kernels/),
 // each against its plain definition: the gradient sum behind Node::add_to_grad, matmul's gemm
 // plan, layer norm's threaded backward, column sums, scatter-adds, cross-entropy, the elementwise
 // maps, the masked softmax backward. Every kernel that takes `first_write` is checked both ways: on a first write the buffer
@@ -10,16 +10,16 @@
 #include <limits>
 #include <omp.h>
 
-#include "framework/kernels/accumulate.hpp"
-#include "framework/kernels/cross_entropy_rows.hpp"
-#include "framework/kernels/elementwise.hpp"
-#include "framework/kernels/first_write.hpp"
-#include "framework/kernels/gemm.hpp"
-#include "framework/kernels/layer_norm_rows.hpp"
-#include "framework/kernels/matmul_plan.hpp"
-#include "framework/kernels/row_bias.hpp"
-#include "framework/kernels/row_softmax.hpp"
-#include "framework/kernels/scatter.hpp"
+#include "framework/engine/kernels/accumulate.hpp"
+#include "framework/engine/kernels/cross_entropy_rows.hpp"
+#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/engine/kernels/first_write.hpp"
+#include "framework/engine/kernels/gemm.hpp"
+#include "framework/engine/kernels/layer_norm_rows.hpp"
+#include "framework/engine/kernels/matmul_plan.hpp"
+#include "framework/engine/kernels/row_bias.hpp"
+#include "framework/engine/kernels/row_softmax.hpp"
+#include "framework/engine/kernels/scatter.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.hpp"
-#include "framework/gradcheck.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/gradcheck.hpp"
 #include "framework/nn/layers.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "models/transformer.hpp"
 #include "tests/test_support.hpp"
 #include "tests/tiny_models.hpp"

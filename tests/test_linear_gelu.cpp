@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/nn/layers.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 #include "models/gpt.hpp"
 #include "tests/test_support.hpp"
 #include "tests/tiny_models.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "models/gpt.hpp"
 #include "tests/test_support.hpp"

@@ -8,11 +8,11 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/gemm_batched.hpp"
-#include "framework/kernels/small_gemm.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/gemm_batched.hpp"
+#include "framework/engine/kernels/small_gemm.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

@@ -4,7 +4,7 @@
 // is one) whose message names the function. Run under ASan + UBSan (the sanitizer build), a read
 // out of bounds or a null dereference on any of these paths is a failure too.
 //
-// The op rows live beside the ops (framework/ops/*_checks.cpp, registered in
+// The op rows live beside the ops (framework/checks/ops/*_checks.cpp, registered in
 // framework/checks/registry.hpp); the Tensor methods' rows are below. Both are checked against the
 // headers: each function a header declares must have a row, so an op added without one, or a family
 // whose rows are not registered, fails here (as tests/test_gradcheck_table.cpp does for gradient rows).
@@ -182,7 +182,7 @@ std::set<std::string> declared_in(const std::string& header) {
 // The methods class Tensor declares (indented declarations inside the class body), as
 // "Tensor::name", and the free functions tensor.hpp declares.
 std::set<std::string> tensor_functions() {
-  const std::string text = test_support::read_file(std::string(HEADGRAD_SOURCE_DIR) + "/framework/tensor.hpp");
+  const std::string text = test_support::read_file(std::string(HEADGRAD_SOURCE_DIR) + "/framework/core/tensor.hpp");
   const auto begin = text.find("class Tensor {");
   const auto end = text.find("\n};", begin);
   REQUIRE(begin != std::string::npos);

@@ -19,8 +19,8 @@
 #include "framework/io/safetensors.hpp"
 #include "tests/mpi/user_module.hpp"
 #include "tests/test_support.hpp"
-#include "train/checkpoint.hpp"
-#include "train/run_optimizer.hpp"
+#include "train/run/checkpoint.hpp"
+#include "train/run/run_optimizer.hpp"
 
 using namespace headgrad;
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "tests/test_support.hpp"

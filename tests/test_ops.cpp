@@ -6,9 +6,9 @@
 #include <limits>
 #include <numbers>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

@@ -5,12 +5,12 @@
 
 #include <set>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
 #include "models/generate.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
-#include "train/trainer.hpp"
+#include "train/loop/trainer.hpp"
 
 using namespace headgrad;
 using namespace headgrad::models;

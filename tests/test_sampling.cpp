@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

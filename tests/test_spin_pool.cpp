@@ -1,4 +1,4 @@
-// test_spin_pool.cpp - the training step's threads (framework/runtime/spin_pool.hpp, team_meet.hpp):
+// test_spin_pool.cpp - the training step's threads (framework/engine/runtime/spin_pool.hpp, team_meet.hpp):
 // the threads of an OpenMP region leave TeamMeet together, a thread far behind is not waited for
 // past the spin bound; a SpinPool runs each job's bodies on their threads, once, with one OpenMP
 // thread each, rethrows their errors, sleeps when idle; parallel_for and run_team use the current
@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "framework/runtime/clock.hpp"
-#include "framework/runtime/spin_pool.hpp"
-#include "framework/runtime/team_meet.hpp"
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/runtime/clock.hpp"
+#include "framework/engine/runtime/spin_pool.hpp"
+#include "framework/engine/runtime/team_meet.hpp"
+#include "framework/engine/runtime/threads.hpp"
 
 using headgrad::runtime::seconds_now;
 using headgrad::runtime::SpinPool;

@@ -1,4 +1,4 @@
-// test_storage.cpp - the caching allocator (framework/storage.cpp): blocks of 64 KiB and more are
+// test_storage.cpp - the caching allocator (framework/core/storage.cpp): blocks of 64 KiB and more are
 // cut from 2 MiB-aligned arenas advised for transparent huge pages, a page apart; release() gives
 // their memory back, and unmaps an arena once all its blocks are back; a thread is given back the
 // blocks it used before another thread's.
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "framework/ops/ops.hpp"
-#include "framework/storage.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/storage.hpp"
+#include "framework/core/tensor.hpp"
 
 using namespace headgrad;
 

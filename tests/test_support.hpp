@@ -25,10 +25,10 @@
 #include <utility>
 #include <vector>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/nn/module.hpp"
-#include "framework/random.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/random.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace test_support {
 
@@ -253,7 +253,7 @@ inline bool is_note(const std::string& line) { return line.rfind("headgrad: note
 // The environment of a CPU where OpenBLAS falls back to its generic Prescott kernel by itself, as
 // OpenBLAS 0.3.21 does on Intel models it does not know: a program that skips
 // runtime::configure() really runs Prescott, and configure() replaces it with this CPU's kernel
-// (the test hook of framework/runtime/startup.hpp). Whatever CPU the tests run on, this is how
+// (the test hook of framework/engine/runtime/startup.hpp). Whatever CPU the tests run on, this is how
 // they cover that one.
 inline EnvChanges simulated_blas_fallback() {
   return {{"OPENBLAS_CORETYPE", "Prescott"}, {"HEADGRAD_BLAS_AUTOCORE_ASSUME", "Prescott"},

@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 using namespace headgrad;
 

@@ -5,11 +5,11 @@
 
 #include "test_support.hpp"
 #include "tiny_models.hpp"
-#include "train/checkpoint.hpp"
-#include "train/dropout_state.hpp"
-#include "train/run_optimizer.hpp"
-#include "train/task_data.hpp"
-#include "train/trainer.hpp"
+#include "train/run/checkpoint.hpp"
+#include "train/parallel/dropout_state.hpp"
+#include "train/run/run_optimizer.hpp"
+#include "train/run/task_data.hpp"
+#include "train/loop/trainer.hpp"
 
 using namespace headgrad;
 using namespace headgrad::train;

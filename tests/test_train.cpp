@@ -20,10 +20,10 @@
 #include <unistd.h>
 
 #include "framework/io/safetensors.hpp"
-#include "train/run_directory.hpp"
-#include "train/run_optimizer.hpp"
-#include "train/task_data.hpp"
-#include "train/trainer.hpp"
+#include "train/run/run_directory.hpp"
+#include "train/run/run_optimizer.hpp"
+#include "train/run/task_data.hpp"
+#include "train/loop/trainer.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

@@ -1,4 +1,4 @@
-// train/train_step with the batch's rows split over threads (train/thread_replicas.hpp): the same
+// train/train_step with the batch's rows split over threads (train/parallel/thread_replicas.hpp): the same
 // loss and gradients as one thread on the whole batch (float64, to rounding), with even and uneven
 // shards and a batch smaller than the number of workers; the replicas follow every update; the
 // split run is deterministic; and with a shard count, the same bits whatever the worker count
@@ -10,9 +10,9 @@
 
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
-#include "train/run_optimizer.hpp"
-#include "train/train_step.hpp"
+#include "framework/engine/profiler.hpp"
+#include "train/run/run_optimizer.hpp"
+#include "train/loop/train_step.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;

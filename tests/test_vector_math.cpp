@@ -1,4 +1,4 @@
-// test_vector_math.cpp - the per-instruction-set kernels (framework/kernels/isa/) on every
+// test_vector_math.cpp - the per-instruction-set kernels (framework/engine/kernels/isa/) on every
 // instruction set this CPU runs: exp, log and tanh against libm, GELU and its derivative against a
 // long-double reference, the choice of instruction set (runtime/cpu_isa.hpp).
 #include <doctest/doctest.h>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/kernels/vector_math.hpp"
-#include "framework/random.hpp"
-#include "framework/runtime/cpu_isa.hpp"
+#include "framework/engine/kernels/vector_math.hpp"
+#include "framework/core/random.hpp"
+#include "framework/engine/runtime/cpu_isa.hpp"
 
 using namespace headgrad;
 using runtime::Isa;

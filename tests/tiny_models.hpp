@@ -15,7 +15,7 @@
 #include "models/gpt.hpp"
 #include "models/stack_config.hpp"
 #include "models/transformer.hpp"
-#include "train/train_options.hpp"
+#include "train/run/train_options.hpp"
 
 namespace tiny {
 

@@ -20,7 +20,7 @@
 
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/communicator.hpp"
-#include "framework/runtime/clock.hpp"
+#include "framework/engine/runtime/clock.hpp"
 #include "models/transformer.hpp"
 
 using namespace headgrad;

@@ -8,7 +8,7 @@
 #include "docs/exercises/exercise_check.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 #include "models/attention.hpp"
 
 using headgrad::Tensor;

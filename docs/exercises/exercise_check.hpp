@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace exercise {
 

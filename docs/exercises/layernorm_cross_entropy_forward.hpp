@@ -7,7 +7,7 @@
 #include "docs/exercises/exercise_check.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 using headgrad::Tensor;
 namespace ops = headgrad::ops;

@@ -12,7 +12,7 @@
 
 #include <headgrad/framework/nn/layers.hpp>
 #include <headgrad/framework/nn/module.hpp>
-#include <headgrad/framework/random.hpp>
+#include <headgrad/framework/core/random.hpp>
 
 namespace char_lm {
 

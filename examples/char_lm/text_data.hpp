@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <headgrad/framework/random.hpp>
-#include <headgrad/framework/tensor.hpp>
+#include <headgrad/framework/core/random.hpp>
+#include <headgrad/framework/core/tensor.hpp>
 
 namespace char_lm {
 

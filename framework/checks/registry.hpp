@@ -2,8 +2,8 @@
 // differences, `headgrad gradcheck`, tests/test_gradcheck_table.cpp) and misuse rows (bad tensors
 // must be refused by name, tests/test_misuse.cpp).
 //
-// The rows of an op family live beside the family's op file (framework/ops/softmax_checks.cpp
-// beside softmax.cpp), those of a model beside the model (models/gpt_checks.cpp), and each file
+// The rows of an op family live beside the family's op file (framework/checks/ops/softmax_checks.cpp
+// beside softmax.cpp), those of a model beside the model (models/checks/gpt_checks.cpp), and each file
 // registers them itself with a static `RegisterChecks`. These files are an OBJECT library
 // (headgrad_checks) linked straight into the programs that read the registry, so the linker keeps
 // every registrar; they are not part of the installed libraries, and this header is private.
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/gradcheck.hpp"
+#include "framework/core/gradcheck.hpp"
 
 namespace headgrad::checks {
 

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "framework/checks/registry.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::checks {
 

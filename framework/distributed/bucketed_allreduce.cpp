@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
-#include "framework/kernels/accumulate.hpp"
-#include "framework/runtime/clock.hpp"
+#include "framework/engine/kernels/accumulate.hpp"
+#include "framework/engine/runtime/clock.hpp"
 
 namespace headgrad::distributed {
 namespace {

@@ -4,7 +4,7 @@
 //
 // The parameters are grouped into buckets of about `bucket_bytes`, in reverse registration order:
 // a model that registers its layers from input to output gets its gradients final in about that
-// order during backward. A gradient-ready hook (framework/autograd.hpp) on every parameter counts
+// order during backward. A gradient-ready hook (framework/core/autograd.hpp) on every parameter counts
 // its bucket down during each worker's last backward of the step; the thread whose hook completes
 // a bucket adds the rank's shard gradients in the shard tree (shard_gradients.hpp) into the
 // bucket's flat buffer and hands it to the communication thread, which all-reduces the buckets
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "framework/distributed/shard_gradients.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::distributed {
 

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "framework/distributed/tree_allreduce.hpp"
-#include "framework/runtime/clock.hpp"
+#include "framework/engine/runtime/clock.hpp"
 
 namespace headgrad::distributed {
 namespace {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::distributed {
 

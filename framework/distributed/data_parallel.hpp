@@ -1,5 +1,5 @@
 // data_parallel.hpp - data-parallel training of any nn::Module over the ranks of an MPI job, for a
-// training loop of one's own (headgrad train does the same for its model in train/train_step.cpp):
+// training loop of one's own (headgrad train does the same for its model in train/loop/train_step.cpp):
 //
 //   headgrad::distributed::Session mpi(argc, argv);        // MPI when mpirun/srun started us
 //   MyNet net;                                             // any nn::Module

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "framework/kernels/accumulate.hpp"
-#include "framework/kernels/parallel.hpp"
-#include "framework/runtime/spin_pool.hpp"
+#include "framework/engine/kernels/accumulate.hpp"
+#include "framework/engine/kernels/parallel.hpp"
+#include "framework/engine/runtime/spin_pool.hpp"
 
 namespace headgrad::distributed {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "framework/distributed/shard_tree.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::distributed {
 

@@ -9,7 +9,7 @@
 
 #include "framework/io/crc32c.hpp"
 #include "framework/io/safetensors_format.hpp"
-#include "framework/kernels/strided.hpp"
+#include "framework/engine/kernels/strided.hpp"
 
 namespace headgrad::io {
 namespace detail {

@@ -55,14 +55,14 @@
 #include <utility>
 #include <vector>
 
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::io {
 
 // The largest header accepted, as in the reference implementation (MAX_HEADER_SIZE).
 inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
-using headgrad::NamedTensors; // framework/tensor.hpp
+using headgrad::NamedTensors; // framework/core/tensor.hpp
 
 // A loaded file. Every tensor is a fresh contiguous tensor with no history.
 struct SafetensorsFile {

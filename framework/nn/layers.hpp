@@ -9,7 +9,7 @@
 
 #include "framework/nn/module.hpp"
 #include "framework/ops/ops.hpp" // GeluApproximate
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::nn {
 

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <map>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/accumulate.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/accumulate.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace headgrad::nn {

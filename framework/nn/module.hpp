@@ -6,11 +6,11 @@
 #include <utility>
 #include <vector>
 
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::nn {
 
-using headgrad::NamedTensors; // framework/tensor.hpp
+using headgrad::NamedTensors; // framework/core/tensor.hpp
 
 class Module {
 public:

@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/attention_heads.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/attention_heads.hpp"
 #include "framework/ops/attention_mask.hpp"
 #include "framework/ops/dropout_draw.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/kernels/attention_heads.hpp"
+#include "framework/engine/kernels/attention_heads.hpp"
 #include "framework/ops/nn_ops.hpp"
 
 namespace headgrad::ops {

@@ -2,7 +2,7 @@
 // split and chunk (compositions of unsqueeze, concat and slice). torch's rules throughout.
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace headgrad::ops {

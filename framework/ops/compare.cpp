@@ -5,12 +5,12 @@
 
 #include <type_traits>
 
-#include "framework/autograd.hpp"
-#include "framework/broadcast.hpp"
-#include "framework/kernels/elementwise.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/broadcast.hpp"
+#include "framework/engine/kernels/elementwise.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/promotion.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

@@ -10,7 +10,7 @@
 // float32, which differs only for integers beyond 2^24).
 // Shape errors throw std::invalid_argument naming the op and the shapes.
 #pragma once
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::ops {
 

@@ -3,10 +3,10 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/cross_entropy_rows.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/cross_entropy_rows.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 

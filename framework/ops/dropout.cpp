@@ -1,12 +1,12 @@
 // dropout.cpp - inverted dropout: y = x * mask / (1 - p), mask ~ Bernoulli(1 - p).
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/ops/dropout_draw.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
-#include "framework/random.hpp"
+#include "framework/engine/profiler.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::ops {
 

@@ -4,7 +4,7 @@
 // the same generator state therefore draw the same flags and leave the generator in the same
 // state. Private: only .cpp files include it.
 #pragma once
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::ops {
 

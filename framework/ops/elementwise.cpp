@@ -6,13 +6,13 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/broadcast.hpp"
-#include "framework/kernels/elementwise.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/broadcast.hpp"
+#include "framework/engine/kernels/elementwise.hpp"
 #include "framework/ops/compare.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/promotion.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

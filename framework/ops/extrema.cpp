@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 #include <memory>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/arg_reduce.hpp"
-#include "framework/kernels/scatter.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/arg_reduce.hpp"
+#include "framework/engine/kernels/scatter.hpp"
 #include "framework/ops/compare.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

@@ -2,10 +2,10 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/scatter.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/scatter.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

@@ -2,10 +2,10 @@
 // (the loops are kernels/layer_norm_rows.hpp).
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/layer_norm_rows.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/layer_norm_rows.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 

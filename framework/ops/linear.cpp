@@ -2,13 +2,13 @@
 // ReLU that follows it in a position-wise FFN, or the GELU of a GPT MLP, fused in.
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/elementwise.hpp"
-#include "framework/kernels/gemm.hpp"
-#include "framework/kernels/row_bias.hpp"
-#include "framework/kernels/vector_math.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/engine/kernels/gemm.hpp"
+#include "framework/engine/kernels/row_bias.hpp"
+#include "framework/engine/kernels/vector_math.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

@@ -5,12 +5,12 @@
 #include <utility>
 #include <vector>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/row_softmax.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/row_softmax.hpp"
 #include "framework/ops/attention_mask.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 

@@ -3,11 +3,11 @@
 // kernels/matmul_plan.hpp; this file is the op: checks, the forward, and its backward.
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/broadcast.hpp"
-#include "framework/kernels/matmul_plan.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/broadcast.hpp"
+#include "framework/engine/kernels/matmul_plan.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "framework/ops/ops.hpp" // GeluApproximate
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad {
 class Generator;

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::ops {
 

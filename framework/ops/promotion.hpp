@@ -15,7 +15,7 @@
 #pragma once
 #include <utility>
 
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::ops {
 

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/broadcast.hpp"
-#include "framework/kernels/accumulate.hpp"
-#include "framework/kernels/moments.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/broadcast.hpp"
+#include "framework/engine/kernels/accumulate.hpp"
+#include "framework/engine/kernels/moments.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/reduced_axes.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 

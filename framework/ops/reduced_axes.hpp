@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "framework/tensor.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::ops {
 

@@ -3,7 +3,7 @@
 // Curious Case of Neural Text Degeneration", 2020, section 3, describe both). The results are
 // int64 indices and carry no gradient (as compare.hpp's ops; ops.hpp includes this header).
 //
-// Every draw takes exactly one number from the Generator (framework/random.hpp: the same stream
+// Every draw takes exactly one number from the Generator (framework/core/random.hpp: the same stream
 // on every machine and compiler) and the arithmetic is in double, so a seed gives the same
 // indices everywhere. Rows are drawn in row-major order; greedy sampling draws nothing.
 // Bad input throws std::invalid_argument naming the function and the shape.
@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "framework/random.hpp"
-#include "framework/tensor.hpp"
+#include "framework/core/random.hpp"
+#include "framework/core/tensor.hpp"
 
 namespace headgrad::ops {
 

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/strided.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/strided.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 

@@ -3,13 +3,13 @@
 // masked_softmax.cpp and share the row kernels.
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/axis_softmax.hpp"
-#include "framework/kernels/row_softmax.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/axis_softmax.hpp"
+#include "framework/engine/kernels/row_softmax.hpp"
 #include "framework/ops/attention_mask.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/reduced_axes.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 

@@ -6,11 +6,11 @@
 #include <limits>
 #include <fmt/format.h>
 
-#include "framework/autograd.hpp"
-#include "framework/kernels/elementwise.hpp"
-#include "framework/kernels/vector_math.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/engine/kernels/vector_math.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/profiler.hpp"
+#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 namespace {

@@ -9,10 +9,10 @@
 #include <optional>
 #include <type_traits>
 
-#include "framework/kernels/adam_update.hpp"
-#include "framework/kernels/parallel.hpp"
-#include "framework/kernels/vec_math.hpp"
-#include "framework/runtime/spin_pool.hpp"
+#include "framework/engine/kernels/adam_update.hpp"
+#include "framework/engine/kernels/parallel.hpp"
+#include "framework/engine/kernels/vec_math.hpp"
+#include "framework/engine/runtime/spin_pool.hpp"
 
 namespace headgrad::optim {
 namespace {

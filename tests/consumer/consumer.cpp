@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <string>
 
-#include <headgrad/framework/gradcheck.hpp>
+#include <headgrad/framework/core/gradcheck.hpp>
 #include <headgrad/framework/ops/ops.hpp>
-#include <headgrad/framework/runtime/startup.hpp>
-#include <headgrad/framework/runtime/threads.hpp>
+#include <headgrad/framework/engine/runtime/startup.hpp>
+#include <headgrad/framework/engine/runtime/threads.hpp>
 #include <headgrad/models/attention.hpp>
 
 namespace {

@@ -11,7 +11,7 @@ endif()
 
 set(include_root ${PREFIX}/${INCLUDEDIR}/headgrad)
 set(lib ${PREFIX}/${LIBDIR})
-foreach(f ${include_root}/headgrad.hpp ${include_root}/framework/tensor.hpp ${include_root}/models/attention.hpp
+foreach(f ${include_root}/headgrad.hpp ${include_root}/framework/core/tensor.hpp ${include_root}/models/attention.hpp
           ${PREFIX}/${BINDIR}/headgrad ${lib}/libheadgrad.a ${lib}/libheadgrad_models.a
           ${lib}/pkgconfig/headgrad.pc ${lib}/cmake/headgrad/headgradConfig.cmake)
   if(NOT EXISTS ${f})

@@ -11,7 +11,7 @@ if(NOT out MATCHES "usage: headgrad <command>")
 endif()
 
 # On a CPU where OpenBLAS falls back to its generic Prescott kernel by itself (simulated with
-# framework/runtime/startup.hpp's test hook, as OpenBLAS 0.3.21 does on Intel models it does not
+# framework/engine/runtime/startup.hpp's test hook, as OpenBLAS 0.3.21 does on Intel models it does not
 # know): without runtime::configure the consumer runs Prescott and stderr says so in one line at its
 # first gemm; with it, the consumer runs this CPU's kernel and nothing is said.
 set(simulated_fallback ${CMAKE_COMMAND} -E env OPENBLAS_CORETYPE=Prescott HEADGRAD_BLAS_AUTOCORE_ASSUME=Prescott

@@ -1,7 +1,7 @@
 // fuzz_checkpoint_metadata.cpp - libFuzzer target for the checkpoint metadata reader,
 // train::run_config_from_metadata (./dev.sh fuzz [SECONDS]). A checkpoint's __metadata__ is
 // whatever the file says: every key and value comes from outside, so the reader has to refuse
-// bad ones with std::invalid_argument (train/checkpoint.hpp) and never crash.
+// bad ones with std::invalid_argument (train/run/checkpoint.hpp) and never crash.
 //
 // Input: lines "key=value" (split at the first '='; a later line with the same key wins), the
 // map a safetensors header's __metadata__ gives. Oracles: std::invalid_argument is the one
@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/checkpoint.hpp"
+#include "train/run/checkpoint.hpp"
 
 using namespace headgrad;
 

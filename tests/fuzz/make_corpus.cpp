@@ -11,7 +11,7 @@
 #include <string>
 
 #include "framework/io/safetensors.hpp"
-#include "train/checkpoint.hpp"
+#include "train/run/checkpoint.hpp"
 
 using namespace headgrad;
 

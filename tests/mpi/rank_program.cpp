@@ -28,13 +28,13 @@
 #include "framework/distributed/data_parallel.hpp"
 #include "framework/distributed/shard_tree.hpp"
 #include "framework/io/safetensors.hpp"
-#include "framework/runtime/startup.hpp"
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/runtime/startup.hpp"
+#include "framework/engine/runtime/threads.hpp"
 #include "tests/mpi/user_module.hpp"
-#include "train/rank_checks.hpp"
-#include "train/rank_shard.hpp"
-#include "train/run_optimizer.hpp"
-#include "train/train_step.hpp"
+#include "train/parallel/rank_checks.hpp"
+#include "train/parallel/rank_shard.hpp"
+#include "train/run/run_optimizer.hpp"
+#include "train/loop/train_step.hpp"
 
 using namespace headgrad;
 namespace distributed = headgrad::distributed;

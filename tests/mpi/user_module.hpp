@@ -6,7 +6,7 @@
 
 #include "framework/nn/layers.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/random.hpp"
+#include "framework/core/random.hpp"
 
 namespace user_module {
 

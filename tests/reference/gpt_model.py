@@ -8,7 +8,7 @@ nn.LayerNorm cannot drop the bias, so LayerNorm is nanoGPT's own small class.
 
 The data functions reproduce headgrad's exactly: the character vocabulary (sorted characters),
 the 90/10 split, and the window offsets of every training batch and of the validation set, drawn
-by headgrad::Generator (xoshiro256** seeded by splitmix64, framework/random.cpp), so PyTorch
+by headgrad::Generator (xoshiro256** seeded by splitmix64, framework/core/random.cpp), so PyTorch
 trains on the very batches headgrad does without any file of them.
 """
 import math
@@ -133,7 +133,7 @@ KEVAL_SEED = 0xE7A15E7D0C0FFEE5  # data/tasks.hpp kEvalSeed
 
 
 def _splitmix64(x):
-    """(new state, output) of splitmix64 (framework/random.cpp)."""
+    """(new state, output) of splitmix64 (framework/core/random.cpp)."""
     x = (x + 0x9E3779B97F4A7C15) & _MASK
     z = x
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK

@@ -5,8 +5,8 @@
 #include <limits>
 #include <vector>
 
-#include "framework/kernels/gemm.hpp"
-#include "framework/random.hpp"
+#include "framework/engine/kernels/gemm.hpp"
+#include "framework/core/random.hpp"
 
 namespace headgrad::cli {
 

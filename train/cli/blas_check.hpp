@@ -1,6 +1,6 @@
 // blas_check.hpp - `headgrad info --check-blas`: does the active BLAS kernel compute gemm right?
 //
-// Choosing an OpenBLAS kernel for the user (framework/runtime/startup.hpp) is only safe if the chosen kernel gives
+// Choosing an OpenBLAS kernel for the user (framework/engine/runtime/startup.hpp) is only safe if the chosen kernel gives
 // correct products on this CPU. This runs random gemms - all four transpose combinations, padded
 // leading dimensions, alpha and beta, sizes 1..160 - in float and double, both as one BLAS call and
 // through headgrad's threaded split (kernels::gemm), against a plain long-double loop, and checks

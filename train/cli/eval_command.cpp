@@ -4,14 +4,14 @@
 #include <fmt/format.h>
 #include <numbers>
 
-#include "framework/autograd.hpp"
-#include "framework/runtime/threads.hpp"
-#include "train/attention_svg.hpp"
-#include "train/checkpoint.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/engine/runtime/threads.hpp"
+#include "train/pictures/attention_svg.hpp"
+#include "train/run/checkpoint.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
-#include "train/task_data.hpp"
-#include "train/trainer.hpp"
+#include "train/run/task_data.hpp"
+#include "train/loop/trainer.hpp"
 
 namespace headgrad::cli {
 namespace {

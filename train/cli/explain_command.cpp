@@ -1,10 +1,10 @@
 // explain_command.cpp - `headgrad explain`: multi-head attention on a tiny example, every tensor
-// and every gradient printed (train/cli/explain/).
+// and every gradient printed (train/explain/).
 #include <fmt/format.h>
 
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
-#include "train/cli/explain/explain.hpp"
+#include "train/explain/explain.hpp"
 
 namespace headgrad::cli {
 

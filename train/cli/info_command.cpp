@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include "framework/distributed/communicator.hpp"
-#include "framework/runtime/cpu_isa.hpp"
-#include "framework/runtime/startup.hpp"
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/runtime/cpu_isa.hpp"
+#include "framework/engine/runtime/startup.hpp"
+#include "framework/engine/runtime/threads.hpp"
 #include "train/cli/blas_check.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"

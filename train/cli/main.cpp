@@ -11,9 +11,9 @@
 
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
-#include "framework/runtime/startup.hpp"
+#include "framework/engine/runtime/startup.hpp"
 #include "train/cli/commands.hpp"
-#include "train/train_step.hpp"
+#include "train/loop/train_step.hpp"
 
 namespace {
 

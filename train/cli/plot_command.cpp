@@ -6,8 +6,8 @@
 
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
-#include "train/curves_svg.hpp"
-#include "train/svg_file.hpp"
+#include "train/pictures/curves_svg.hpp"
+#include "train/pictures/svg_file.hpp"
 
 namespace headgrad::cli {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "train/checkpoint.hpp"
+#include "train/run/checkpoint.hpp"
 #include "train/cli/cli_args.hpp"
-#include "train/train_options.hpp"
+#include "train/run/train_options.hpp"
 
 namespace headgrad::cli {
 

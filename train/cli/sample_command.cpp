@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <fmt/format.h>
 
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/runtime/threads.hpp"
 #include "models/generate.hpp"
-#include "train/checkpoint.hpp"
+#include "train/run/checkpoint.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
-#include "train/task_data.hpp"
+#include "train/run/task_data.hpp"
 
 namespace headgrad::cli {
 namespace {

@@ -8,22 +8,22 @@
 #include <optional>
 #include <unistd.h>
 
-#include "framework/autograd.hpp"
+#include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
-#include "framework/profiler.hpp"
-#include "framework/runtime/startup.hpp"
-#include "framework/runtime/threads.hpp"
+#include "framework/engine/profiler.hpp"
+#include "framework/engine/runtime/startup.hpp"
+#include "framework/engine/runtime/threads.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
 #include "train/cli/run_config_flags.hpp"
-#include "train/graph_files.hpp"
-#include "train/memory_estimate.hpp"
-#include "train/run_model.hpp"
-#include "train/shell_quote.hpp"
-#include "train/task_data.hpp"
-#include "train/step_graph.hpp"
-#include "train/trainer.hpp"
+#include "train/pictures/graph_files.hpp"
+#include "train/run/memory_estimate.hpp"
+#include "train/run/run_model.hpp"
+#include "train/run/shell_quote.hpp"
+#include "train/run/task_data.hpp"
+#include "train/pictures/step_graph.hpp"
+#include "train/loop/trainer.hpp"
 
 namespace headgrad::cli {
 namespace {

@@ -1,0 +1,65 @@
+// trainer.hpp - the training loop behind `headgrad train`: batches, train_step, progress,
+// evaluation, metrics.csv and its curves, checkpoints and the attention picture.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/distributed/bucketed_allreduce.hpp"
+#include "train/run/checkpoint.hpp"
+#include "train/loop/evaluate.hpp"
+#include "train/run/run_config.hpp"
+#include "train/run/train_options.hpp"
+#include "train/loop/train_step.hpp"
+
+namespace headgrad::train {
+
+struct TrainSummary {
+  std::int64_t steps = 0;          // optimizer steps done in total (including resumed ones)
+  double loss = 0;                 // mean training loss over the last (up to) 50 steps
+  EvalResult eval;
+  double tokens_per_s = 0;         // (batch * max_len) positions per second of training time
+  double seconds = 0;              // wall time of this invocation's loop
+  double train_seconds = 0;        // the part of it spent in training steps
+  bool interrupted = false;        // stopped by a signal (a checkpoint was saved, unless before step 1)
+  int stop_signal = 0;             // which: SIGINT, SIGTERM or SIGHUP (request_stop(): SIGINT)
+  std::vector<double> losses;      // every step's loss in this invocation (tests)
+  std::string checkpoint;          // path of the last saved model file
+  int ranks = 1;                   // MPI ranks that trained (distributed::size())
+  std::int64_t shards = 1;         // S, the shards of every batch (run.shards as the run resolved it)
+  distributed::CommStats comm;     // this rank's gradient all-reduce (ranks > 1)
+};
+
+// Trains a fresh model, or continues the checkpoint options.resume (loaded here). A non-finite
+// loss or gradient throws NonFiniteError (train_step's message, naming the intact checkpoint).
+// options.out_dir is locked for the run and refused when it holds another run's checkpoint
+// (train/run/run_directory.hpp).
+//
+// Every batch is cut into options.run.shards shards (0: ranks x threads, at most --batch), whose
+// gradients add up in the shard tree: the run's bits depend on that count, not on how many ranks
+// and threads share the shards; the checkpoint keeps it, and a resumed run must keep it unless
+// options.reshard. As one rank of several (framework/distributed/communicator.hpp) every rank
+// calls train() with the same options: each trains on its node of the shard tree (train_step),
+// and rank 0 alone evaluates, writes the output directory and prints. A collective that waits
+// options.rank_timeout for a silent rank throws distributed::RankTimeout. The ranks check that they share settings and
+// start from the same parameters, compare parameter checksums at every evaluation and at the end,
+// and stop together (after a Ctrl-C on any of them, or when rank 0 reaches stop_at_seq_acc). Errors every rank sees alike
+// are distributed::CollectiveError (or NonFiniteError).
+TrainSummary train(const TrainOptions& options);
+// Continues `resumed`, the checkpoint options.resume already loaded (so it is read once).
+// options.run must keep every field that must match on resume (train::Role): the model is the
+// checkpoint's and its batches continue; std::invalid_argument names the fields that differ.
+TrainSummary train(const TrainOptions& options, LoadedRun resumed);
+
+// SIGINT, SIGTERM and SIGHUP (a closed terminal; treated as SIGTERM) set a flag the loop checks
+// between steps; the run saves a checkpoint and returns, with TrainSummary::stop_signal saying
+// which signal (`headgrad train` then exits 128 + its number: 130, 143, 129, as shells expect).
+// A signal that comes during start-up (before the first step: reading the corpus, building the
+// model) is kept, and the run stops before its first step, saving nothing. A second signal ends
+// the process at once, as the signal's default action (every checkpoint on disk stays complete).
+// (mpirun turns a Ctrl-C into SIGTERM for every rank, and SIGKILL a second later.) Install it
+// first thing, before the run starts up.
+void install_interrupt_handler();
+void request_stop(); // what the handler does, as for SIGINT; also for tests
+
+} // namespace headgrad::train

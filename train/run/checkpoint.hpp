@@ -1,0 +1,60 @@
+// checkpoint.hpp - saving and loading a training run: `model.safetensors` (parameters, names as a
+// PyTorch state_dict, run config in __metadata__) and `optimizer.safetensors` beside it (the
+// optimizer's state, so --resume continues exactly). Both are written atomically.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "framework/optim/optimizer.hpp"
+#include "models/token_model.hpp"
+#include "train/run/run_config.hpp"
+
+namespace headgrad::train {
+
+// The metadata of both files: "format" = "headgrad-checkpoint-1", every run config field under
+// its metadata_key() as to_text() writes it, and "step". Reading it back, a field added with the text
+// task (beta2, min-lr, decay, text, tokenizer, context, tie-weights) or with the shard count
+// (shards) that the metadata lacks (a checkpoint written before it existed) takes RunConfig{}'s
+// value, which is what such a run did; any other missing field is refused.
+std::map<std::string, std::string> run_metadata(const RunConfig& cfg, std::int64_t step);
+// Reads a RunConfig and the step back; throws std::invalid_argument naming `source` and the key.
+RunConfig run_config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& source,
+                                   std::int64_t& step);
+
+// The optimizer file that belongs to a model checkpoint: DIR/optimizer.safetensors, and
+// DIR/optimizer.prev.safetensors, the previous one, kept only while a save is in progress.
+std::string optimizer_path_for(const std::string& model_path);
+std::string previous_optimizer_path_for(const std::string& model_path);
+
+// What a run keeps besides its parameters, optimizer state and config: metadata of its own (both
+// files; e.g. a text model's vocabulary) and tensors of the run's state kept in the optimizer file
+// (the dropout generators' states, train/parallel/dropout_state.hpp).
+struct CheckpointExtras {
+  std::map<std::string, std::string> metadata;
+  NamedTensors run_state;
+};
+
+// Writes the optimizer state, then the model, each atomically (temp file, fsync, rename). The
+// optimizer file that matches the model file already on disk is first renamed to
+// optimizer.prev.safetensors and removed only once the new model file is in place, so a kill at
+// any moment leaves a model file and an optimizer file of the same step.
+void save_checkpoint(const std::string& model_path, const models::TokenModel& model, const optim::Optimizer* optimizer,
+                     const RunConfig& cfg, std::int64_t step, const CheckpointExtras& extras = {});
+
+struct LoadedRun {
+  RunConfig config;
+  std::int64_t step = 0;
+  std::unique_ptr<models::TokenModel> model;    // the config's model (train/run/run_model.hpp)
+  std::map<std::string, std::string> metadata; // the model file's, all of it
+};
+// Loads and checks the model file (every parameter present with the right shape, nothing extra).
+LoadedRun load_model_checkpoint(const std::string& model_path);
+// Loads the optimizer state saved beside `model_path`, whose step is `model_step`, into
+// `optimizer`: optimizer.safetensors if its step is the model's, else optimizer.prev.safetensors
+// if that one's is (a save was killed between the optimizer and the model write; the prev file
+// then becomes optimizer.safetensors again). Throws std::invalid_argument naming the steps when
+// neither matches. Returns the run state kept in that file (CheckpointExtras::run_state).
+NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer);
+
+} // namespace headgrad::train
