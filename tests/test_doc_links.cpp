@@ -290,7 +290,7 @@ std::string joined(const std::vector<std::string>& lines) {
 
 } // namespace
 
-TEST_CASE("every relative link in the repository's Markdown names a file, folder or heading that exists") {
+TEST_CASE("doc links: every relative link in the repository's Markdown names a file, folder or heading that exists") {
   const Scan scan = check_links(HEADGRAD_SOURCE_DIR);
   INFO("Markdown files read:\n", joined(scan.files));
   // The scan must have read what it is meant to guard, or it proves nothing.
@@ -303,7 +303,7 @@ TEST_CASE("every relative link in the repository's Markdown names a file, folder
   CHECK(scan.broken.empty());
 }
 
-TEST_CASE("the link check reports a planted broken link, a missing anchor and a link out of the tree") {
+TEST_CASE("doc links: the check reports a planted broken link, a missing anchor and a link out of the tree") {
   test_support::TempDir root;
   fs::create_directories(root.path / "docs");
   fs::create_directories(root.path / "src");
@@ -332,7 +332,7 @@ TEST_CASE("the link check reports a planted broken link, a missing anchor and a 
   CHECK(scan.checked == 14); // 9 good and 4 broken in README.md, 1 good in docs/guide.md
 }
 
-TEST_CASE("anchors follow GitHub's: lower case, punctuation dropped, spaces as hyphens") {
+TEST_CASE("doc links: anchors follow GitHub's: lower case, punctuation dropped, spaces as hyphens") {
   CHECK(anchor_of("Start-up: the BLAS kernel and the wait policy") == "start-up-the-blas-kernel-and-the-wait-policy");
   CHECK(anchor_of("11. Write the attention backward yourself") == "11-write-the-attention-backward-yourself");
   CHECK(anchor_of("`./dev.sh bench text` — the character language model against PyTorch") ==
