@@ -17,7 +17,6 @@
 // ---- ops -----------------------------------------------------------------------------------
 #include "framework/ops/ops.hpp"      // elementwise, reductions, matmul, shape ops, indexing
 #include "framework/ops/compare.hpp"  // comparisons, logical ops, argmax (no gradient)
-#include "framework/ops/sampling.hpp" // multinomial, sample_logits
 #include "framework/ops/nn_ops.hpp"   // fused: attention, linear, layer norm, cross-entropy, ...
 
 // ---- modules, optimizers, files --------------------------------------------------------------
@@ -51,6 +50,9 @@
 #include "models/transformer.hpp" // the Transformer encoder model
 #include "models/token_model.hpp" // TokenModel: tokens (B, T) -> logits (B, T, V), what train/ trains
 #include "models/gpt.hpp"         // GPT: a decoder-only causal language model (nanoGPT's names)
-#include "models/generate.hpp"    // text generation with a key/value cache
 #include "data/tasks.hpp"         // copy / reverse / sort batches and accuracy
 #include "data/text.hpp"          // a text corpus: tokenizers, split, random windows
+
+// ---- generation: drawing tokens (the `headgrad sample` command's) ------------------------------
+#include "train/sample/sampling.hpp"  // multinomial, sample_logits (int64 draws, no gradient)
+#include "train/sample/generate.hpp"  // text generation with a key/value cache
