@@ -7,7 +7,7 @@
 // ---- tensors and autograd ------------------------------------------------------------------
 #include "framework/core/dims.hpp"      // Dims: a shape or strides (up to 8 axes)
 #include "framework/core/dtype.hpp"     // DType: f32, f64, i64, bool8
-#include "framework/core/storage.hpp"   // the bytes behind tensors (a caching allocator)
+#include "framework/core/storage.hpp"   // the bytes behind tensors, from the engine
 #include "framework/core/tensor.hpp"    // Tensor
 #include "framework/core/random.hpp"    // Generator: seeded, the same stream everywhere
 #include "framework/core/autograd.hpp"  // record(), Node, NoGradGuard: writing an op's backward
@@ -30,6 +30,10 @@
 #include "framework/engine/runtime/cpu_isa.hpp"   // the instruction set of the vector kernels (HEADGRAD_ISA)
 #include "framework/engine/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
 #include "framework/engine/runtime/threads.hpp"   // set_threads, BLAS info
+
+// ---- the engine: what the book calls, and what makes it fast --------------------------------------
+#include "framework/engine/kernels.hpp"  // the kernels' entry points, parallel_for, reference mode
+#include "framework/engine/alloc/caching_allocator.hpp"  // AllocatorStats: the storage cache
 
 // ---- tools -----------------------------------------------------------------------------------
 #include "framework/engine/profiler.hpp"  // per-op timing

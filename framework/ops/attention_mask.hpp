@@ -3,13 +3,13 @@
 // query and keep flags per score. masked_softmax, causal_softmax, masked_softmax_keep
 // (masked_softmax.cpp), attention and self_attention (attention.cpp) and repeat_per_head all build
 // their masks here, so they accept the same masks and refuse the others with the same messages.
-// Private: only .cpp files include it (it includes a kernel header).
+// Private: only .cpp files include it (it includes the seam, framework/engine/kernels.hpp).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/nn_ops.hpp"
 
 namespace headgrad::ops {

@@ -17,7 +17,7 @@
 #include "framework/engine/kernels/small_gemm.hpp"
 #include "framework/engine/kernels/vec_math.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 namespace {
 
@@ -356,4 +356,4 @@ HEADGRAD_ATTENTION_INSTANCES(float)
 HEADGRAD_ATTENTION_INSTANCES(double)
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine
