@@ -29,10 +29,10 @@
 #include "framework/ops/dropout_draw.hpp"
 #include "framework/ops/nn_ops.hpp"
 
-// The book's loops of the kernels (kernels::attention_forward, ...): one (batch, head) pair and one
-// query row at a time, the steps above written out, the softmax and its VJP those of
-// masked_softmax.cpp. The engine's kernels (framework/engine/kernels/isa/attention_heads.cpp) run
-// the same steps as gemms per pair, and the flash pair tile by tile.
+// The book's loops of the kernels (kernels::attention_forward, ...): one (batch, head) pair at a time,
+// the steps above as the book's gemm (matmul.cpp) and softmax loops (masked_softmax.cpp). The
+// engine's kernels (framework/engine/kernels/isa/attention_heads.cpp) run the same steps with BLAS
+// or row by row at the vector width, and the flash pair tile by tile.
 namespace headgrad::book {
 namespace {
 

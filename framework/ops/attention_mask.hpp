@@ -46,7 +46,8 @@ struct KeptKeys {
 };
 
 // The same mask with one length and one row of flags per score row r = (b * H + h) * Tq + q, as
-// the row softmax kernels (kernels/row_softmax.hpp) take them. Empty vectors: no limit, no flags.
+// the row softmax kernels (kernels::softmax_forward, softmax_backward) take them. Empty vectors: no
+// limit, no flags.
 struct KeptRows {
   std::vector<std::int64_t> lens; // B * H * Tq, or empty
   std::vector<std::uint8_t> keep; // B * H * Tq * Tk, or empty
