@@ -7,7 +7,7 @@
 // ---- tensors and autograd ------------------------------------------------------------------
 #include "framework/core/dims.hpp"      // Dims: a shape or strides (up to 8 axes)
 #include "framework/core/dtype.hpp"     // DType: f32, f64, i64, bool8
-#include "framework/core/storage.hpp"   // the bytes behind tensors (a caching allocator)
+#include "framework/core/storage.hpp"   // the bytes behind tensors, from the engine
 #include "framework/core/tensor.hpp"    // Tensor
 #include "framework/core/random.hpp"    // Generator: seeded, the same stream everywhere
 #include "framework/core/autograd.hpp"  // record(), Node, NoGradGuard: writing an op's backward
@@ -17,7 +17,6 @@
 // ---- ops -----------------------------------------------------------------------------------
 #include "framework/ops/ops.hpp"      // elementwise, reductions, matmul, shape ops, indexing
 #include "framework/ops/compare.hpp"  // comparisons, logical ops, argmax (no gradient)
-#include "framework/ops/sampling.hpp" // multinomial, sample_logits
 #include "framework/ops/nn_ops.hpp"   // fused: attention, linear, layer norm, cross-entropy, ...
 
 // ---- modules, optimizers, files --------------------------------------------------------------
@@ -31,6 +30,10 @@
 #include "framework/engine/runtime/cpu_isa.hpp"   // the instruction set of the vector kernels (HEADGRAD_ISA)
 #include "framework/engine/runtime/startup.hpp"   // configure(argc, argv): the BLAS kernel and OpenMP wait policy
 #include "framework/engine/runtime/threads.hpp"   // set_threads, BLAS info
+
+// ---- the engine: what the book calls, and what makes it fast --------------------------------------
+#include "framework/engine/kernels.hpp"  // the kernels' entry points, parallel_for, reference mode
+#include "framework/engine/alloc/caching_allocator.hpp"  // AllocatorStats: the storage cache
 
 // ---- tools -----------------------------------------------------------------------------------
 #include "framework/engine/profiler.hpp"  // per-op timing
@@ -51,6 +54,9 @@
 #include "models/transformer.hpp" // the Transformer encoder model
 #include "models/token_model.hpp" // TokenModel: tokens (B, T) -> logits (B, T, V), what train/ trains
 #include "models/gpt.hpp"         // GPT: a decoder-only causal language model (nanoGPT's names)
-#include "models/generate.hpp"    // text generation with a key/value cache
 #include "data/tasks.hpp"         // copy / reverse / sort batches and accuracy
 #include "data/text.hpp"          // a text corpus: tokenizers, split, random windows
+
+// ---- generation: drawing tokens (the `headgrad sample` command's) ------------------------------
+#include "train/sample/sampling.hpp"  // multinomial, sample_logits (int64 draws, no gradient)
+#include "train/sample/generate.hpp"  // text generation with a key/value cache

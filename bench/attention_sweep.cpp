@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bench/timing.hpp"
-#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/core/random.hpp"
 #include "framework/engine/runtime/threads.hpp"
 
@@ -34,9 +34,9 @@ double seconds_of(bool flash, Buffers& b, const kernels::HeadsLayout& L, const s
                                                b.dout.data(), b.o.data(), b.lse.data(), b.q.data(), b.k.data(),
                                                b.v.data(), L, kept, scale);
     } else {
-      kernels::attention_forward<float>(b.o.data(), b.p.data(), b.q.data(), b.k.data(), b.v.data(), L, kept, scale);
+      kernels::attention_forward<float>(b.o.data(), b.p.data(), b.q.data(), b.k.data(), b.v.data(), L, kept, scale, {});
       kernels::attention_backward<float>(b.dq.data(), true, b.dk.data(), true, b.dv.data(), true, b.dout.data(),
-                                         b.p.data(), b.q.data(), b.k.data(), b.v.data(), L, scale, kept);
+                                         b.p.data(), b.q.data(), b.k.data(), b.v.data(), L, scale, kept, {});
     }
     times.push_back(now_seconds() - t0);
   }

@@ -16,7 +16,7 @@
 #include "framework/engine/profiler.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/engine/runtime/threads.hpp"
-#include "framework/core/storage.hpp"
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "train/loop/evaluate.hpp"
 #include "train/run/run_optimizer.hpp"
 #include "train/loop/train_step.hpp"

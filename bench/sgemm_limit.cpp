@@ -67,11 +67,11 @@ SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, in
                     static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, A.data() + i * a_size, lda,
                     Bm.data() + i * b_size, ldb, 0.0f, C.data() + i * c_size, ldc);
     };
-    std::vector<kernels::BatchOffsets> offs;
+    std::vector<engine::BatchOffsets> offs;
     for (std::int64_t i = 0; i < g.batch; ++i) offs.push_back({i * a_size, i * b_size, i * c_size});
     auto headgrad_split = [&] { // over OpenMP threads, as the framework runs it
-      kernels::gemm_batched(g.ta, g.tb, g.m, g.n, g.k, 1.0f, A.data(), lda, Bm.data(), ldb, 0.0f, C.data(), ldc, offs,
-                            true);
+      engine::gemm_batched(g.ta, g.tb, g.m, g.n, g.k, 1.0f, A.data(), lda, Bm.data(), ldb, 0.0f, C.data(), ldc,
+                           offs.data(), static_cast<std::int64_t>(offs.size()), true);
     };
     auto time_best = [&](auto&& call) {
       call(); // warm-up: thread pool, caches

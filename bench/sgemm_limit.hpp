@@ -24,7 +24,7 @@ struct SgemmLimit {
 // this process with the current BLAS thread setting.
 // Each shape is timed three ways with `threads` threads, and the fastest counts: cblas_sgemm with
 // OpenBLAS's own threads (openblas_set_num_threads(threads)), headgrad's split of the same calls
-// over OpenMP threads with single-threaded BLAS (kernels::gemm / gemm_batched), and each thread
+// over OpenMP threads with single-threaded BLAS (engine::gemm / gemm_batched), and each thread
 // running its share of the batch's rows at the same time (data parallelism over threads, as
 // train/parallel/thread_replicas.hpp trains; a weight gradient is then a partial sum per thread, whose
 // addition is not counted). Each is "what sgemm can do here", so the limit is the best of them.

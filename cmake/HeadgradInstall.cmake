@@ -16,8 +16,9 @@
 # directories named framework/, models/ and data/ on every consumer's include path, where they
 # shadow (or are shadowed by) the consumer's own headers of those common names.
 #
-# Private headers are not installed: framework/engine/kernels/ (the loops behind the ops: they include
-# cblas.h and omp.h) and the helpers only .cpp files include. No public header includes them;
+# Private headers are not installed: framework/engine/kernels/ (the engine's kernels: they include
+# cblas.h and omp.h; the seam, framework/engine/kernels.hpp, is public) and the helpers only .cpp
+# files include. No public header includes them;
 # the install test compiles every installed header against the prefix alone to keep it so.
 #
 # Dependencies at find_package time (cmake/headgradConfig.cmake.in):
@@ -36,6 +37,9 @@ set(HEADGRAD_PRIVATE_HEADERS
   ops/reduced_axes.hpp      # layouts of the multi-axis reductions (reduce.cpp, softmax.cpp)
   ops/attention_mask.hpp    # attention masks as the kernels take them (masked_softmax.cpp, attention.cpp)
   ops/dropout_draw.hpp      # how dropout draws its mask (dropout.cpp, attention.cpp)
+  ops/map.hpp               # the elementwise ops' loops (unary.cpp, elementwise.cpp, ...)
+  ops/scatter.hpp           # the scatter-add of indexing's gradients (index.cpp, extrema.cpp)
+  core/strided.hpp          # the strided walk, copies and gradient sums (the core, ops, io, distributed)
   io/safetensors_format.hpp # the byte layout shared by the safetensors reader and writer
   engine/runtime/team_meet.hpp     # how the threads of a region meet before its end (spin_pool.cpp)
   engine/runtime/spin_pool.hpp     # the training step's threads, spinning between its phases (train/)
@@ -54,6 +58,9 @@ install(TARGETS headgrad headgrad_models EXPORT headgradTargets
 install(TARGETS headgrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY framework models data DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad
   FILES_MATCHING PATTERN "*.hpp" ${HEADGRAD_HEADER_EXCLUDES})
+# Generation (train/sample/: drawing tokens, in the framework library; generate, in the models one).
+install(DIRECTORY train/sample DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad/train
+  FILES_MATCHING PATTERN "*.hpp" PATTERN checks EXCLUDE)
 install(FILES headgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad)
 # After the copies: "framework/x.hpp" -> "headgrad/framework/x.hpp" in every installed header.
 install(CODE "set(HEADGRAD_INSTALLED_HEADERS_DIR \"${CMAKE_INSTALL_INCLUDEDIR}/headgrad\")")

@@ -1,5 +1,5 @@
 # isa_symbols.cmake - the per-instruction-set objects (framework/engine/kernels/isa/) must define no
-# global or weak symbol outside their own namespace (headgrad::kernels::isa_<name>): an inline function or template of any other
+# global or weak symbol outside their own namespace (headgrad::engine::isa_<name>): an inline function or template of any other
 # namespace compiled there would carry AVX-512 (or AVX2) instructions, and the linker keeps one
 # copy of such a symbol for the whole program, so the baseline code could end up calling it on a
 # CPU without those instructions.
@@ -20,7 +20,7 @@ foreach(group ${OBJECTS})
         set(name "${CMAKE_MATCH_2}")
         # a name of this copy's namespace, or one with it as a template argument (unique too); and
         # the C++ runtime's personality-routine pointer every object with exception tables has
-        if(NOT name MATCHES "headgrad::kernels::isa_${isa}::" AND NOT name STREQUAL "DW.ref.__gxx_personality_v0")
+        if(NOT name MATCHES "headgrad::engine::isa_${isa}::" AND NOT name STREQUAL "DW.ref.__gxx_personality_v0")
           string(APPEND bad "  ${obj}: ${CMAKE_MATCH_1} ${name}\n")
         endif()
       endif()
@@ -28,6 +28,6 @@ foreach(group ${OBJECTS})
   endforeach()
 endforeach()
 if(bad)
-  message(FATAL_ERROR "symbols outside headgrad::kernels::isa_<name> in the per-instruction-set objects:\n${bad}")
+  message(FATAL_ERROR "symbols outside headgrad::engine::isa_<name> in the per-instruction-set objects:\n${bad}")
 endif()
 message(STATUS "per-instruction-set objects: every visible symbol in its own namespace")

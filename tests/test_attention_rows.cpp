@@ -1,7 +1,7 @@
 // test_attention_rows.cpp - the row kernels of attention (framework/engine/kernels/attention_rows.hpp),
 // which attention_forward / attention_backward run for short sequences without keep flags or
-// dropout, against the formulas written out in double over every key (masked weights 0 included,
-// as the gemms multiply them), on every instruction-set copy this CPU runs: causal and
+// dropout, against the book's loops in double over every key (masked weights 0 included, as the
+// gemms multiply them), on every instruction-set copy this CPU runs: causal and
 // valid-length masks, rows that keep nothing, cross-attention shapes, gradients added on a
 // second write, and the NaN and infinity cases where skipping masked keys would differ from
 // multiplying by their zeros (the kernels then leave the pair to the gemms).
@@ -13,9 +13,9 @@
 #include <tuple>
 #include <vector>
 
-#include "framework/engine/kernels/attention_heads.hpp"
-#include "framework/engine/kernels/attention_rows.hpp"
 #include "framework/core/random.hpp"
+#include "framework/engine/kernels.hpp"
+#include "framework/engine/kernels/kernel_table.hpp"
 #include "framework/engine/runtime/cpu_isa.hpp"
 
 using namespace headgrad;
@@ -61,82 +61,19 @@ struct Result {
   std::vector<double> o, p, dq, dk, dv;
 };
 
-// The formulas over every key, in double: S = s Q Kᵀ; P = softmax over the kept keys (0 elsewhere;
-// a NaN or +inf kept score makes the row NaN; nothing kept: 0); O = P V; dV = Pᵀ dO; dP = dO Vᵀ;
-// dS = P (dP - rowsum(dP P)) on kept keys, 0 on masked ones; dQ = s dS K; dK = s dSᵀ Q.
+// The book's loops (framework/ops/attention.cpp) in double: the formulas over every key, masked
+// weights 0 included (S = s Q Kᵀ; P = softmax over the kept keys, 0 elsewhere, a NaN or +inf kept
+// score making the row NaN, nothing kept 0; O = P V; dV = Pᵀ dO; dP = dO Vᵀ; dS = P (dP -
+// rowsum(dP P)) on kept keys, 0 on masked ones; dQ = s dS K; dK = s dSᵀ Q).
 Result reference(const Problem& pr) {
-  const std::int64_t B = pr.B, H = pr.H, Tq = pr.Tq, Tk = pr.Tk, dh = pr.dh, C = pr.C();
-  const double s = 1.0 / std::sqrt(static_cast<double>(dh));
-  Result r;
-  r.o.assign(static_cast<std::size_t>(B * Tq * C), 0);
-  r.dq.assign(r.o.size(), 0);
-  r.dk.assign(static_cast<std::size_t>(B * Tk * C), 0);
-  r.dv.assign(r.dk.size(), 0);
-  r.p.assign(static_cast<std::size_t>(B * H * Tq * Tk), 0);
-  // element (row, head, column) of a (B, rows, H*dh) buffer
-  auto at = [&](const std::vector<double>& x, std::int64_t b, std::int64_t rows, std::int64_t t, std::int64_t h,
-                std::int64_t c) { return x[static_cast<std::size_t>((b * rows + t) * C + h * dh + c)]; };
-  auto Q = [&](std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c) { return at(pr.q, b, Tq, i, h, c); };
-  auto K = [&](std::int64_t b, std::int64_t j, std::int64_t h, std::int64_t c) { return at(pr.k, b, Tk, j, h, c); };
-  auto V = [&](std::int64_t b, std::int64_t j, std::int64_t h, std::int64_t c) { return at(pr.v, b, Tk, j, h, c); };
-  auto dO = [&](std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t c) { return at(pr.dout, b, Tq, i, h, c); };
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < H; ++h) {
-      std::vector<double> P(static_cast<std::size_t>(Tq * Tk)), dS(P.size());
-      for (std::int64_t i = 0; i < Tq; ++i) {
-        const std::int64_t len = pr.lens.empty() ? Tk : std::min(pr.lens[static_cast<std::size_t>(b * Tq + i)], Tk);
-        std::vector<double> S(static_cast<std::size_t>(Tk));
-        double m = -INFINITY;
-        bool bad = false;
-        for (std::int64_t j = 0; j < len; ++j) {
-          double d = 0;
-          for (std::int64_t c = 0; c < dh; ++c) d += Q(b, i, h, c) * K(b, j, h, c);
-          S[static_cast<std::size_t>(j)] = s * d;
-          bad = bad || std::isnan(s * d) || s * d == INFINITY;
-          m = std::max(m, s * d);
-        }
-        double* Pi = P.data() + i * Tk;
-        if (bad) {
-          std::fill(Pi, Pi + Tk, kNaN);
-        } else if (m > -INFINITY) {
-          double z = 0;
-          for (std::int64_t j = 0; j < len; ++j) z += std::exp(S[static_cast<std::size_t>(j)] - m);
-          for (std::int64_t j = 0; j < len; ++j) Pi[j] = std::exp(S[static_cast<std::size_t>(j)] - m) / z;
-        }
-        for (std::int64_t c = 0; c < dh; ++c) {
-          double o = 0;
-          for (std::int64_t j = 0; j < Tk; ++j) o += Pi[j] * V(b, j, h, c);
-          r.o[static_cast<std::size_t>((b * Tq + i) * C + h * dh + c)] = o;
-        }
-        std::vector<double> dP(static_cast<std::size_t>(Tk));
-        double dot = 0;
-        for (std::int64_t j = 0; j < Tk; ++j) {
-          double d = 0;
-          for (std::int64_t c = 0; c < dh; ++c) d += dO(b, i, h, c) * V(b, j, h, c);
-          dP[static_cast<std::size_t>(j)] = d;
-          dot += d * Pi[j];
-        }
-        for (std::int64_t j = 0; j < Tk; ++j)
-          dS[static_cast<std::size_t>(i * Tk + j)] = j < len ? Pi[j] * (dP[static_cast<std::size_t>(j)] - dot) : 0.0;
-      }
-      std::copy(P.begin(), P.end(), r.p.begin() + (b * H + h) * Tq * Tk);
-      for (std::int64_t c = 0; c < dh; ++c) {
-        for (std::int64_t j = 0; j < Tk; ++j) {
-          double dv = 0, dk = 0;
-          for (std::int64_t i = 0; i < Tq; ++i) {
-            dv += P[static_cast<std::size_t>(i * Tk + j)] * dO(b, i, h, c);
-            dk += s * dS[static_cast<std::size_t>(i * Tk + j)] * Q(b, i, h, c);
-          }
-          r.dv[static_cast<std::size_t>((b * Tk + j) * C + h * dh + c)] = dv;
-          r.dk[static_cast<std::size_t>((b * Tk + j) * C + h * dh + c)] = dk;
-        }
-        for (std::int64_t i = 0; i < Tq; ++i) {
-          double dq = 0;
-          for (std::int64_t j = 0; j < Tk; ++j) dq += s * dS[static_cast<std::size_t>(i * Tk + j)] * K(b, j, h, c);
-          r.dq[static_cast<std::size_t>((b * Tq + i) * C + h * dh + c)] = dq;
-        }
-      }
-    }
+  const kernels::HeadsLayout L = pr.layout();
+  const kernels::KeptKeys kept{pr.lens.empty() ? nullptr : pr.lens.data(), nullptr};
+  const double s = 1.0 / std::sqrt(static_cast<double>(pr.dh));
+  Result r{std::vector<double>(pr.q.size()), std::vector<double>(static_cast<std::size_t>(pr.B * pr.H * pr.Tq * pr.Tk)),
+           std::vector<double>(pr.q.size()), std::vector<double>(pr.k.size()), std::vector<double>(pr.v.size())};
+  book::attention_forward<double>(r.o.data(), r.p.data(), pr.q.data(), pr.k.data(), pr.v.data(), L, kept, s, {});
+  book::attention_backward<double>(r.dq.data(), true, r.dk.data(), true, r.dv.data(), true, pr.dout.data(), r.p.data(),
+                                   pr.q.data(), pr.k.data(), pr.v.data(), L, s, kept, {});
   return r;
 }
 
@@ -151,10 +88,10 @@ template <typename T> Result kernels_result(const Problem& pr, bool twice = fals
       dv(v.size());
   const kernels::KeptKeys kept{pr.lens.empty() ? nullptr : pr.lens.data(), nullptr};
   const T scale = T(1) / std::sqrt(static_cast<T>(pr.dh));
-  kernels::attention_forward<T>(o.data(), p.data(), q.data(), k.data(), v.data(), L, kept, scale);
+  kernels::attention_forward<T>(o.data(), p.data(), q.data(), k.data(), v.data(), L, kept, scale, {});
   for (int pass = 0; pass < (twice ? 2 : 1); ++pass)
     kernels::attention_backward<T>(dq.data(), pass == 0, dk.data(), pass == 0, dv.data(), pass == 0, dout.data(),
-                                   p.data(), q.data(), k.data(), v.data(), L, scale, kept);
+                                   p.data(), q.data(), k.data(), v.data(), L, scale, kept, {});
   Result r{as<double>({o.begin(), o.end()}), {p.begin(), p.end()}, {dq.begin(), dq.end()}, {dk.begin(), dk.end()},
            {dv.begin(), dv.end()}};
   if (twice)
@@ -210,9 +147,10 @@ TEST_CASE_TEMPLATE("attention rows: causal heads as a GPT runs them (T 64, d_hea
   const runtime::Isa before = runtime::active_isa();
   for (runtime::Isa isa : runtime::supported_isas()) { // (so that the checks below are of them)
     runtime::set_isa(isa);
-    CHECK(kernels::attention_rows_fit<T>(64, 32));
-    CHECK(kernels::attention_rows_fit<T>(40, 16));
-    CHECK(kernels::attention_rows_fit<T>(16, 16)); // (a tiny pair: without FMA)
+    const auto fit = engine::isa_table(isa).engine<T>().attention_rows_fit;
+    CHECK(fit(64, 32));
+    CHECK(fit(40, 16));
+    CHECK(fit(16, 16)); // (a tiny pair: without FMA)
   }
   runtime::set_isa(before);
   for (auto [B, H, Tq, dh] :

@@ -9,6 +9,7 @@
 
 #include "data/tasks.hpp"
 #include "framework/core/storage.hpp"
+#include "framework/engine/alloc/caching_allocator.hpp"
 
 using namespace headgrad;
 using namespace headgrad::data;

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/profiler.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
@@ -185,7 +185,7 @@ TEST_CASE("flash kernels = the kernels that keep P, on the same small shapes (ti
     std::vector<double> o1(nq), o2(nq), P(static_cast<std::size_t>(c.B * c.H * c.Tq * c.Tk)),
         lse(static_cast<std::size_t>(c.B * c.H * c.Tq));
     kernels::attention_forward<double>(o1.data(), P.data(), q.data<double>(), k.data<double>(), v.data<double>(), L,
-                                       kept, s);
+                                       kept, s, {});
     kernels::flash_attention_forward<double>(o2.data(), lse.data(), q.data<double>(), k.data<double>(),
                                              v.data<double>(), L, kept, s);
     check_close(o2, o1, 1e-12);
@@ -193,7 +193,7 @@ TEST_CASE("flash kernels = the kernels that keep P, on the same small shapes (ti
       std::vector<double> dq1(nq, first ? NAN : 1.0), dk1(nk, first ? NAN : 1.0), dv1(nk, first ? NAN : 1.0);
       std::vector<double> dq2 = dq1, dk2 = dk1, dv2 = dv1;
       kernels::attention_backward<double>(dq1.data(), first, dk1.data(), first, dv1.data(), first, dO.data<double>(),
-                                          P.data(), q.data<double>(), k.data<double>(), v.data<double>(), L, s);
+                                          P.data(), q.data<double>(), k.data<double>(), v.data<double>(), L, s, {}, {});
       kernels::flash_attention_backward<double>(dq2.data(), first, dk2.data(), first, dv2.data(), first,
                                                 dO.data<double>(), o2.data(), lse.data(), q.data<double>(),
                                                 k.data<double>(), v.data<double>(), L, kept, s);

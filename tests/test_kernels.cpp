@@ -1,6 +1,7 @@
 // test_kernels.cpp - the hand-vectorisable kernels in framework/engine/kernels/vec_math.hpp against
 // their plain definitions: exp_f32 against std::exp over the whole float range, and the lane
-// reductions against a long-double reference; elementwise.hpp's mul_derivative in both its loops.
+// reductions against a long-double reference; and the book's map_backward (framework/ops/map.hpp)
+// with dx a buffer of its own and dy's own buffer, as a fused activation's backward runs it.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -9,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "framework/engine/kernels/elementwise.hpp"
-#include "framework/engine/kernels/vec_math.hpp"
 #include "framework/core/random.hpp"
+#include "framework/engine/kernels/vec_math.hpp"
+#include "framework/ops/map.hpp"
 
 using namespace headgrad;
 
@@ -36,7 +37,7 @@ TEST_CASE("exp_f32 is within 2 ulp of std::exp on every 97th float of its normal
       if (!(x <= hi)) break;
       const float ref = static_cast<float>(std::exp(static_cast<double>(x)));
       if (ref < std::numeric_limits<float>::min()) continue; // subnormal results: see the next case
-      const std::int64_t d = ulp_distance(kernels::exp_f32(x), ref);
+      const std::int64_t d = ulp_distance(engine::exp_f32(x), ref);
       if (d > worst) { worst = d; worst_x = x; }
       ++checked;
     }
@@ -48,7 +49,7 @@ TEST_CASE("exp_f32 is within 2 ulp of std::exp on every 97th float of its normal
     if (x < -87.33f) break;
     const float ref = static_cast<float>(std::exp(static_cast<double>(x)));
     if (ref < std::numeric_limits<float>::min()) continue;
-    const std::int64_t d = ulp_distance(kernels::exp_f32(x), ref);
+    const std::int64_t d = ulp_distance(engine::exp_f32(x), ref);
     if (d > worst) { worst = d; worst_x = x; }
     ++checked;
   }
@@ -58,19 +59,19 @@ TEST_CASE("exp_f32 is within 2 ulp of std::exp on every 97th float of its normal
 }
 
 TEST_CASE("exp_f32 edge cases: 0, overflow, underflow, infinities, NaN") {
-  CHECK(kernels::exp_f32(0.0f) == 1.0f);
-  CHECK(kernels::exp_f32(-0.0f) == 1.0f);
-  CHECK(kernels::exp_f32(88.8f) == std::numeric_limits<float>::infinity());
-  CHECK(kernels::exp_f32(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
-  CHECK(kernels::exp_f32(-std::numeric_limits<float>::infinity()) == 0.0f);
-  CHECK(kernels::exp_f32(-100.0f) == 0.0f);
-  CHECK(std::isnan(kernels::exp_f32(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(engine::exp_f32(0.0f) == 1.0f);
+  CHECK(engine::exp_f32(-0.0f) == 1.0f);
+  CHECK(engine::exp_f32(88.8f) == std::numeric_limits<float>::infinity());
+  CHECK(engine::exp_f32(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+  CHECK(engine::exp_f32(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(engine::exp_f32(-100.0f) == 0.0f);
+  CHECK(std::isnan(engine::exp_f32(std::numeric_limits<float>::quiet_NaN())));
   // the top of the range stays finite and correct (2^128 is assembled as 2^64 * 2^64)
   const float top = 88.7228f;
-  CHECK(std::isfinite(kernels::exp_f32(top)));
-  CHECK(ulp_distance(kernels::exp_f32(top), std::exp(top)) <= 2);
+  CHECK(std::isfinite(engine::exp_f32(top)));
+  CHECK(ulp_distance(engine::exp_f32(top), std::exp(top)) <= 2);
   // between the smallest normal's log and the clamp, results are tiny but not garbage
-  CHECK(kernels::exp_f32(-87.0f) == doctest::Approx(std::exp(-87.0f)).epsilon(1e-6));
+  CHECK(engine::exp_f32(-87.0f) == doctest::Approx(std::exp(-87.0f)).epsilon(1e-6));
 }
 
 TEST_CASE("lane reductions equal the long-double sums for every length 0..70") {
@@ -90,10 +91,10 @@ TEST_CASE("lane reductions equal the long-double sums for every length 0..70") {
     }
     CAPTURE(n);
     // float summation error bound: n * eps * sum |terms|
-    CHECK(std::fabs(static_cast<long double>(kernels::sum_lanes(x.data(), n)) - s) <= 1e-6L * (n + 1) * abs_s);
-    CHECK(std::fabs(static_cast<long double>(kernels::dot_lanes(x.data(), y.data(), n)) - d) <=
+    CHECK(std::fabs(static_cast<long double>(engine::sum_lanes(x.data(), n)) - s) <= 1e-6L * (n + 1) * abs_s);
+    CHECK(std::fabs(static_cast<long double>(engine::dot_lanes(x.data(), y.data(), n)) - d) <=
           1e-6L * (n + 1) * abs_d);
-    CHECK(kernels::max_lanes(x.data(), n) == m);
+    CHECK(engine::max_lanes(x.data(), n) == m);
   }
 }
 
@@ -108,30 +109,31 @@ TEST_CASE("max_lanes is -inf only when no element is NaN, for a NaN at every pla
       CAPTURE(at);
       std::vector<float> x(static_cast<std::size_t>(n), kNegInf);
       x[static_cast<std::size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
-      CHECK(std::isnan(kernels::max_lanes(x.data(), n)));
+      CHECK(std::isnan(engine::max_lanes(x.data(), n)));
     }
-  CHECK(kernels::max_lanes<float>(nullptr, 0) == kNegInf);
+  CHECK(engine::max_lanes<float>(nullptr, 0) == kNegInf);
   const float all[3] = {kNegInf, kNegInf, kNegInf};
-  CHECK(kernels::max_lanes(all, 3) == kNegInf);
+  CHECK(engine::max_lanes(all, 3) == kNegInf);
   // max_nan keeps a NaN from either side
-  CHECK(std::isnan(kernels::max_nan(std::nanf(""), 1.0f)));
-  CHECK(std::isnan(kernels::max_nan(1.0f, std::nanf(""))));
-  CHECK(kernels::max_nan(1.0f, 2.0f) == 2.0f);
+  CHECK(std::isnan(engine::max_nan(std::nanf(""), 1.0f)));
+  CHECK(std::isnan(engine::max_nan(1.0f, std::nanf(""))));
+  CHECK(engine::max_nan(1.0f, 2.0f) == 2.0f);
 }
 
-TEST_CASE("mul_derivative: dz = dy * g into a buffer of its own and in place over dy, the same floats") {
+TEST_CASE("map_backward: dz = dy * g into a buffer of its own and in place over dy, the same floats") {
   // 1003: whole vectors and a partial one; 300,000: enough to go over the threads
   for (const std::int64_t n : {std::int64_t{1003}, std::int64_t{300000}}) {
     Generator gen(5);
     std::vector<float> dy(static_cast<std::size_t>(n)), g(dy.size()), dz(dy.size());
     for (auto& v : dy) v = static_cast<float>(gen.normal());
     for (auto& v : g) v = static_cast<float>(gen.uniform());
-    kernels::mul_derivative<float>(dz.data(), dy.data(), g.data(), n);
+    const auto times_g = [](float gi, float) { return gi; };
+    book::map_backward<float>(dz.data(), true, dy.data(), g.data(), g.data(), n, times_g);
     bool exact = true;
     for (std::size_t i = 0; i < dy.size(); ++i) exact = exact && dz[i] == dy[i] * g[i];
     CHECK(exact);
     std::vector<float> in_place = dy;
-    kernels::mul_derivative<float>(in_place.data(), in_place.data(), g.data(), n);
+    book::map_backward<float>(in_place.data(), true, in_place.data(), g.data(), g.data(), n, times_g);
     CHECK(in_place == dz);
   }
 }

@@ -1,25 +1,24 @@
-// test_kernels_backward.cpp - the kernels the ops' backward closures call (framework/engine/kernels/),
-// each against its plain definition: the gradient sum behind Node::add_to_grad, matmul's gemm
-// plan, layer norm's threaded backward, column sums, scatter-adds, cross-entropy, the elementwise
-// maps, the masked softmax backward. Every kernel that takes `first_write` is checked both ways: on a first write the buffer
-// starts as NaN (uninitialised memory must never be read), otherwise it starts as 1 and the
-// result must be 1 + the contribution.
+// test_kernels_backward.cpp - the loops the ops' backward closures run, each against its plain
+// definition: the book's own (the gradient sum behind Node::add_to_grad, scatter-adds, the
+// elementwise maps, framework/core/strided.hpp and framework/ops/), matmul's gradients of
+// broadcast batches, and the engine's kernels where the book's loop is the reference (layer norm's
+// threaded backward, column sums) or the semantics are the point (cross-entropy, the masked softmax
+// backward). Every loop that takes `first_write` is checked both ways: on a first write the buffer
+// starts as NaN (uninitialised memory must never be read), otherwise it starts as 1 and the result
+// must be 1 + the contribution.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 #include <omp.h>
 
-#include "framework/engine/kernels/accumulate.hpp"
-#include "framework/engine/kernels/cross_entropy_rows.hpp"
-#include "framework/engine/kernels/elementwise.hpp"
-#include "framework/engine/kernels/first_write.hpp"
-#include "framework/engine/kernels/gemm.hpp"
-#include "framework/engine/kernels/layer_norm_rows.hpp"
-#include "framework/engine/kernels/matmul_plan.hpp"
-#include "framework/engine/kernels/row_bias.hpp"
-#include "framework/engine/kernels/row_softmax.hpp"
-#include "framework/engine/kernels/scatter.hpp"
+#include "framework/core/autograd.hpp"
+#include "framework/core/strided.hpp"
+#include "framework/engine/kernels.hpp"
+#include "framework/engine/kernels/parallel.hpp"
+#include "framework/ops/map.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/ops/scatter.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -28,6 +27,8 @@ using test_support::kNaN;
 using test_support::randn;
 
 namespace {
+
+using V = std::vector<double>;
 
 // A destination buffer as a kernel finds it: NaN on a first write (never to be read), 1 otherwise.
 std::vector<double> start_buffer(std::int64_t n, bool first_write) {
@@ -55,14 +56,14 @@ TEST_CASE("sum_into: same shape, contiguous - assign, add, scale, and dst being 
   for (bool first : {true, false}) {
     const std::vector<double> src = randn({2, 3}, 1).to_vector();
     std::vector<double> dst = start_buffer(6, first);
-    kernels::sum_into<double>(dst.data(), first, {2, 3}, src.data(), {2, 3}, {3, 1}, -2.0);
+    book::sum_into<double>(dst.data(), first, {2, 3}, src.data(), {2, 3}, {3, 1}, -2.0);
     std::vector<double> want = src;
     for (double& v : want) v *= -2.0;
     check_close(dst, expected(want, first), 0);
   }
   // x + x: x's gradient is dy's own buffer, and dy is then added to it once more
   std::vector<double> g = {1, 2, 3};
-  kernels::sum_into<double>(g.data(), false, {3}, g.data(), {3}, {1}, 1.0);
+  book::sum_into<double>(g.data(), false, {3}, g.data(), {3}, {1}, 1.0);
   check_close(g, {2, 4, 6}, 0);
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("sum_into: same shape, strided source (a permuted view) - walks the so
   const std::vector<double> want = v.contiguous().to_vector();
   for (bool first : {true, false}) {
     std::vector<double> dst = start_buffer(24, first);
-    kernels::sum_into<double>(dst.data(), first, v.shape(), v.data<double>(), v.shape(), v.strides(), 1.0);
+    book::sum_into<double>(dst.data(), first, v.shape(), v.data<double>(), v.shape(), v.strides(), 1.0);
     check_close(dst, expected(want, first), 0);
   }
 }
@@ -88,47 +89,29 @@ TEST_CASE("sum_into: broadcast - sums over the broadcast axes, leading ones incl
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 4; ++j)
         for (int k = 0; k < 3; ++k) w1[static_cast<std::size_t>(k)] += at(i, j, k);
-    kernels::sum_into<double>(d1.data(), first, {3}, src.data<double>(), src.shape(), src.strides(), 1.0);
+    book::sum_into<double>(d1.data(), first, {3}, src.data<double>(), src.shape(), src.strides(), 1.0);
     check_close(d1, expected(w1, first), 1e-14);
     // (2, 4, 1): summed over the last axis (each row lands on one element)
     std::vector<double> d2 = start_buffer(8, first), w2(8, 0.0);
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 4; ++j)
         for (int k = 0; k < 3; ++k) w2[static_cast<std::size_t>(i * 4 + j)] += at(i, j, k);
-    kernels::sum_into<double>(d2.data(), first, {2, 4, 1}, src.data<double>(), src.shape(), src.strides(), 1.0);
+    book::sum_into<double>(d2.data(), first, {2, 4, 1}, src.data<double>(), src.shape(), src.strides(), 1.0);
     check_close(d2, expected(w2, first), 1e-14);
   }
 }
 
-TEST_CASE("blas_layout: row-major, a transpose view, and a layout BLAS cannot read") {
-  kernels::MatrixLayout l;
-  REQUIRE(kernels::blas_layout(3, 4, 4, 1, l)); // contiguous (3, 4)
-  CHECK_FALSE(l.trans);
-  CHECK(l.ld == 4);
-  REQUIRE(kernels::blas_layout(4, 3, 1, 4, l)); // its transpose
-  CHECK(l.trans);
-  CHECK(l.ld == 4);
-  REQUIRE(kernels::blas_layout(3, 4, 10, 1, l)); // rows of a wider matrix (a head's columns)
-  CHECK(l.ld == 10);
-  CHECK_FALSE(kernels::blas_layout(3, 4, 8, 2, l)); // every other column: no leading dimension fits
-}
-
-TEST_CASE("plan_matmul: the fold applies to a shared B and row-major A only") {
-  const Dims a{2, 3, 4}, b{4, 5};
-  CHECK(kernels::plan_matmul(a, contiguous_strides(a), b, contiguous_strides(b)).fold);
-  const Dims b3{2, 4, 5};
-  CHECK_FALSE(kernels::plan_matmul(a, contiguous_strides(a), b3, contiguous_strides(b3)).fold);
-  // A read transposed: (2, 3, 4) as the transpose view of a (2, 4, 3) buffer
-  CHECK_FALSE(kernels::plan_matmul(a, {12, 1, 3}, b, contiguous_strides(b)).fold);
-}
-
-TEST_CASE("matmul_backward_a/b: broadcast batches sum into a shared operand's gradient, fold too") {
+TEST_CASE("matmul's gradients: broadcast batches sum into a shared operand's gradient, fold too") {
   struct Case {
     Dims a, b;
+    Dims batch;
   };
-  for (const Case& c : {Case{{2, 1, 3, 4}, {5, 4, 2}}, Case{{2, 3, 4}, {4, 5}}, Case{{3, 4}, {2, 4, 5}}}) {
-    const Tensor A = randn(c.a, 4), B = randn(c.b, 5);
-    const kernels::MatmulPlan p = kernels::plan_matmul(A.shape(), A.strides(), B.shape(), B.strides());
+  for (const Case& c : {Case{{2, 1, 3, 4}, {5, 4, 2}, {2, 5}}, Case{{2, 3, 4}, {4, 5}, {2}}, Case{{3, 4}, {2, 4, 5}, {2}}}) {
+    Tensor A = randn(c.a, 4), B = randn(c.b, 5);
+    struct {
+      Dims batch;
+      std::int64_t M, K, N;
+    } const p{c.batch, c.a[c.a.size() - 2], c.a.back(), c.b.back()};
     Dims cs = p.batch;
     cs.push_back(p.M);
     cs.push_back(p.N);
@@ -150,50 +133,37 @@ TEST_CASE("matmul_backward_a/b: broadcast batches sum into a shared operand's gr
             db_full[static_cast<std::size_t>((i * p.K + k) * p.N + n)] += g * a_full[static_cast<std::size_t>((i * p.M + m) * p.K + k)];
           }
     std::vector<double> want_a(static_cast<std::size_t>(A.numel()), 0.0), want_b(static_cast<std::size_t>(B.numel()), 0.0);
-    kernels::sum_into<double>(want_a.data(), true, A.shape(), da_full.data(), ab, contiguous_strides(ab), 1.0);
-    kernels::sum_into<double>(want_b.data(), true, B.shape(), db_full.data(), bb, contiguous_strides(bb), 1.0);
+    book::sum_into<double>(want_a.data(), true, A.shape(), da_full.data(), ab, contiguous_strides(ab), 1.0);
+    book::sum_into<double>(want_b.data(), true, B.shape(), db_full.data(), bb, contiguous_strides(bb), 1.0);
+    // the op's backward: its first write (the leaves have no gradient yet), then adding to it
+    A.set_requires_grad();
+    B.set_requires_grad();
+    const Tensor C = ops::matmul(A, B, 0.5);
     for (bool first : {true, false}) {
       INFO("A ", c.a.str(), " @ B ", c.b.str(), (first ? ", first write" : ", adding"));
-      std::vector<double> da = start_buffer(A.numel(), first), db = start_buffer(B.numel(), first);
-      kernels::matmul_backward_a<double>(da.data(), first, dC.data<double>(), B.data<double>(), p, 0.5);
-      kernels::matmul_backward_b<double>(db.data(), first, A.data<double>(), dC.data<double>(), p, 0.5);
-      check_close(da, expected(want_a, first), 1e-12);
-      check_close(db, expected(want_b, first), 1e-12);
+      C.backward(dC, /*retain_graph=*/true);
+      std::vector<double> twice_a = want_a, twice_b = want_b;
+      for (double& v : twice_a) v *= 2;
+      for (double& v : twice_b) v *= 2;
+      check_close(A.grad().to_vector(), first ? want_a : twice_a, 1e-12);
+      check_close(B.grad().to_vector(), first ? want_b : twice_b, 1e-12);
     }
   }
 }
 
-TEST_CASE("layer_norm_backward: against the plain formulas, any subset of outputs, 1 and 2 threads") {
+TEST_CASE("layer_norm_backward: against the book's loop, any subset of outputs, 1 and 2 threads") {
   // 512 x 128 reaches the threading threshold (rows * D * 4 >= 2^18)
   const std::int64_t rows = 512, D = 128;
-  REQUIRE(kernels::worth_threads(rows * D, 4));
+  REQUIRE(engine::worth_threads(rows * D, 4));
   const Tensor x = randn({rows, D}, 7), w = randn({D}, 8), b = randn({D}, 9), dy = randn({rows, D}, 10);
   std::vector<double> y(static_cast<std::size_t>(rows * D)), stats(static_cast<std::size_t>(2 * rows));
   kernels::layer_norm_forward<double>(y.data(), stats.data(), x.data<double>(), w.data<double>(), b.data<double>(), rows,
                                       D, 1e-5);
-  // reference, straight from the VJP in the kernel's comment
-  std::vector<double> wdx(static_cast<std::size_t>(rows * D)), wdw(static_cast<std::size_t>(D), 0.0),
-      wdb(static_cast<std::size_t>(D), 0.0);
-  const auto xv = x.to_vector(), wv = w.to_vector(), gv = dy.to_vector();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double mean = 0, var = 0;
-    for (std::int64_t i = 0; i < D; ++i) mean += xv[static_cast<std::size_t>(r * D + i)] / static_cast<double>(D);
-    for (std::int64_t i = 0; i < D; ++i) var += std::pow(xv[static_cast<std::size_t>(r * D + i)] - mean, 2) / static_cast<double>(D);
-    const double rstd = 1 / std::sqrt(var + 1e-5);
-    double mg = 0, mgx = 0;
-    for (std::int64_t i = 0; i < D; ++i) {
-      const auto k = static_cast<std::size_t>(r * D + i);
-      const double xhat = (xv[k] - mean) * rstd, g = gv[k] * wv[static_cast<std::size_t>(i)];
-      mg += g / static_cast<double>(D);
-      mgx += g * xhat / static_cast<double>(D);
-      wdw[static_cast<std::size_t>(i)] += gv[k] * xhat;
-      wdb[static_cast<std::size_t>(i)] += gv[k];
-    }
-    for (std::int64_t i = 0; i < D; ++i) {
-      const auto k = static_cast<std::size_t>(r * D + i);
-      wdx[k] = rstd * (gv[k] * wv[static_cast<std::size_t>(i)] - mg - (xv[k] - mean) * rstd * mgx);
-    }
-  }
+  // reference: the book's loop, the VJP of its comment
+  std::vector<double> wdx(static_cast<std::size_t>(rows * D)), wdw(static_cast<std::size_t>(D)),
+      wdb(static_cast<std::size_t>(D));
+  book::layer_norm_backward<double>(wdx.data(), true, wdw.data(), true, wdb.data(), true, dy.data<double>(),
+                                    x.data<double>(), w.data<double>(), stats.data(), rows, D);
   for (int threads : {1, 2})
     for (bool first : {true, false}) {
       INFO(threads, " threads", (first ? ", first write" : ", adding"));
@@ -221,12 +191,10 @@ TEST_CASE("layer_norm_backward: against the plain formulas, any subset of output
 
 TEST_CASE("column_sums: the bias gradient, the same bits with 1 and 2 threads") {
   const std::int64_t rows = 1024, cols = 300; // above the threading threshold, a partial last block
-  REQUIRE(kernels::worth_threads(rows * cols));
+  REQUIRE(engine::worth_threads(rows * cols));
   const Tensor x = randn({rows, cols}, 11);
-  std::vector<double> want(static_cast<std::size_t>(cols), 0.0);
-  const auto xv = x.to_vector();
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) want[static_cast<std::size_t>(c)] += xv[static_cast<std::size_t>(r * cols + c)];
+  std::vector<double> want(static_cast<std::size_t>(cols));
+  book::column_sums<double>(want.data(), true, x.data<double>(), rows, cols);
   std::vector<double> one;
   for (int threads : {1, 2})
     for (bool first : {true, false}) {
@@ -244,7 +212,7 @@ TEST_CASE("index_add and gather_add: repeated indices sum, unpicked rows get zer
   const std::vector<double> dy = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}; // (2, 3, 2)
   for (bool first : {true, false}) {
     std::vector<double> dx = start_buffer(12, first);
-    kernels::index_add<double>(dx.data(), first, dy.data(), idx.data(), 2, 3, 3, 2);
+    book::index_add<double>(dx.data(), first, dy.data(), idx.data(), 2, 3, 3, 2);
     check_close(dx, expected({3, 4, 0, 0, 1 + 5, 2 + 6, 9, 10, 0, 0, 7 + 11, 8 + 12}, first), 0);
   }
   // gather with count 1 is max's backward: (outer 2, len 3, inner 2), argmax per (o, i)
@@ -252,7 +220,7 @@ TEST_CASE("index_add and gather_add: repeated indices sum, unpicked rows get zer
   const std::vector<double> g = {1, 2, 3, 4};
   for (bool first : {true, false}) {
     std::vector<double> dx = start_buffer(12, first);
-    kernels::gather_add<double>(dx.data(), first, g.data(), arg.data(), 2, 3, 1, 2);
+    book::gather_add<double>(dx.data(), first, g.data(), arg.data(), 2, 3, 1, 2);
     check_close(dx, expected({0, 0, 1, 0, 0, 2, 3, 0, 0, 4, 0, 0}, first), 0);
   }
 }
@@ -279,19 +247,19 @@ TEST_CASE("map_backward and zip_broadcast: the elementwise loops") {
   const std::vector<double> x = {-1, 2, 3}, y = {1, 4, 9}, dy = {1, 1, 2};
   for (bool first : {true, false}) {
     std::vector<double> dx = start_buffer(3, first);
-    kernels::map_backward<double>(dx.data(), first, dy.data(), x.data(), y.data(), 3,
-                                  [](double xv, double) { return 2 * xv; }); // y = x^2
+    book::map_backward<double>(dx.data(), first, dy.data(), x.data(), y.data(), 3,
+                               [](double xv, double) { return 2 * xv; }); // y = x^2
     check_close(dx, expected({-2, 4, 12}, first), 0);
   }
   // (2, 3) + (3): b broadcast over rows, and (2, 1) * (1, 3): an outer product
   const std::vector<double> a = {1, 2, 3, 4, 5, 6}, b = {10, 20, 30};
   std::vector<double> out(6);
-  kernels::zip_broadcast<double>(out.data(), a.data(), {3, 1}, b.data(), {0, 1}, {2, 3},
-                                 [](double u, double v) { return u + v; });
+  book::zip_broadcast<double>(out.data(), a.data(), {3, 1}, b.data(), {0, 1}, {2, 3},
+                              [](double u, double v) { return u + v; });
   check_close(out, {11, 22, 33, 14, 25, 36}, 0);
   const std::vector<double> col = {1, 2};
-  kernels::zip_broadcast<double>(out.data(), col.data(), {1, 0}, b.data(), {0, 1}, {2, 3},
-                                 [](double u, double v) { return u * v; });
+  book::zip_broadcast<double>(out.data(), col.data(), {1, 0}, b.data(), {0, 1}, {2, 3},
+                              [](double u, double v) { return u * v; });
   check_close(out, {10, 20, 30, 20, 40, 60}, 0);
 }
 
@@ -308,16 +276,9 @@ TEST_CASE("softmax_backward with lengths and a keep mask: y (dy - dot) on kept k
   std::vector<double> dy = randn({rows, cols}, 42).to_vector();
   dy[3 * cols + 6] = kNaN;
   dy[4 * cols + 3] = std::numeric_limits<double>::infinity();
-  // the plain definition, row by row
+  // the book's loop, the plain definition
   std::vector<double> want(static_cast<std::size_t>(rows * cols));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double dot = 0;
-    for (std::int64_t j = 0; j < cols; ++j) dot += dy[static_cast<std::size_t>(r * cols + j)] * y[static_cast<std::size_t>(r * cols + j)];
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const std::size_t at = static_cast<std::size_t>(r * cols + j);
-      want[at] = j < lens[static_cast<std::size_t>(r)] && keep[at] ? y[at] * (dy[at] - dot) : 0.0;
-    }
-  }
+  book::softmax_backward<double>(want.data(), true, dy.data(), y.data(), lens.data(), keep.data(), rows, cols);
   for (bool first : {true, false}) {
     CAPTURE(first);
     std::vector<double> dx = start_buffer(rows * cols, first);
@@ -334,19 +295,43 @@ TEST_CASE("softmax_backward with lengths and a keep mask: y (dy - dot) on kept k
   CHECK(want[3 * cols + 6] == 0.0);   // its masked keys: 0
 }
 
+TEST_CASE("where_broadcast: picks through broadcast strides") {
+  const bool cond[2] = {true, false};          // (2, 1)
+  const V a = {1, 2, 3}, b = {10, 20, 30, 40, 50, 60}; // (3) and (2, 3)
+  V y(6);
+  book::where_broadcast<double>(y.data(), cond, {1, 0}, a.data(), {0, 1}, b.data(), {3, 1}, {2, 3});
+  check_close(y, {1, 2, 3, 40, 50, 60}, 0);
+}
+
+TEST_CASE("cross_entropy kernels: weighted rows, row losses, and V = 0") {
+  const V x = {2, 0, 0, 0, 1, 0}; // 2 rows, V 3
+  const std::vector<std::int64_t> target = {0, 1};
+  const V weight = {0.5, 0};
+  V p(6), loss(2, kNaN);
+  const double total = kernels::cross_entropy_forward<double>(p.data(), loss.data(), x.data(), target.data(),
+                                                              weight.data(), 2, 3);
+  const double l0 = std::log(std::exp(2.0) + 2) - 2;
+  CHECK(total == doctest::Approx(0.5 * l0).epsilon(1e-15));
+  check_close(loss, {0.5 * l0, 0}, 1e-15); // an uncounted row's loss is 0
+  // no classes: nothing read, nothing counted
+  const V none = {1, 1};
+  CHECK(kernels::cross_entropy_forward<double>(nullptr, loss.data(), nullptr, target.data(), none.data(), 2, 0) == 0);
+  check_close(loss, {0, 0}, 0);
+}
+
 TEST_CASE("first_write helpers: a first write ignores what the buffer holds, a later one adds") {
   for (const bool first_write : {true, false}) {
     CAPTURE(first_write);
     std::vector<double> dst = start_buffer(3, first_write);
     const std::vector<double> g = {0.5, -2.0, 0.0};
-    for (std::size_t i = 0; i < g.size(); ++i) kernels::store_grad(dst[i], g[i], first_write);
+    for (std::size_t i = 0; i < g.size(); ++i) store_grad(dst[i], g[i], first_write);
     check_close(dst, expected(g, first_write), 0, 0);
 
     // C (2x2) = A (2x3) B (3x2) through the gemm, C starting as the buffer does
     const std::vector<double> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 0, 1, 1, 1};
     std::vector<double> c = start_buffer(4, first_write);
     kernels::gemm<double>(false, false, 2, 2, 3, 1.0, a.data(), 3, b.data(), 2,
-                          kernels::first_write_beta<double>(first_write), c.data(), 2);
+                          first_write_beta<double>(first_write), c.data(), 2);
     check_close(c, expected({4, 5, 10, 11}, first_write), 0, 0);
   }
 }

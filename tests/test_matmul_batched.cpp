@@ -1,6 +1,6 @@
 // test_matmul_batched.cpp - the batched matmul path that spreads per-head gemms over OpenMP
-// threads (kernels/gemm_batched.hpp): same results as plain loops, forward and backward, with
-// transposed operands and with a broadcast operand (whose gradient must stay serial).
+// threads (framework/engine/kernels/gemm_batched.hpp): same results as the book's gemm loop,
+// forward and backward, with transposed operands and with a broadcast operand (whose gradient must stay serial).
 // The shapes are chosen above the parallel threshold, and the test asserts that they are, so the
 // threaded path is the one under test.
 #include <doctest/doctest.h>
@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include "framework/core/autograd.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/kernels/gemm_batched.hpp"
 #include "framework/engine/kernels/small_gemm.hpp"
 #include "framework/ops/ops.hpp"
@@ -20,20 +21,14 @@ using test_support::check_close;
 
 namespace {
 
-// C[b] = A[b] @ B[b] by plain loops over row-major (batch, m, k) and (batch, k, n) values;
-// a batch extent of 1 broadcasts.
+// C[b] = A[b] @ B[b] by the book's gemm loop (framework/ops/matmul.cpp) over row-major (batch, m, k)
+// and (batch, k, n) values; a batch extent of 1 broadcasts.
 std::vector<double> loops_bmm(const std::vector<double>& a, std::int64_t ba, const std::vector<double>& b,
                               std::int64_t bb, std::int64_t batch, std::int64_t m, std::int64_t k, std::int64_t n) {
-  std::vector<double> c(static_cast<std::size_t>(batch * m * n), 0.0);
+  std::vector<double> c(static_cast<std::size_t>(batch * m * n));
   for (std::int64_t i = 0; i < batch; ++i)
-    for (std::int64_t r = 0; r < m; ++r)
-      for (std::int64_t col = 0; col < n; ++col) {
-        double s = 0;
-        for (std::int64_t t = 0; t < k; ++t)
-          s += a[static_cast<std::size_t>(((ba == 1 ? 0 : i) * m + r) * k + t)] *
-               b[static_cast<std::size_t>(((bb == 1 ? 0 : i) * k + t) * n + col)];
-        c[static_cast<std::size_t>((i * m + r) * n + col)] = s;
-      }
+    book::gemm<double>(false, false, m, n, k, 1.0, a.data() + (ba == 1 ? 0 : i) * m * k, k,
+                       b.data() + (bb == 1 ? 0 : i) * k * n, n, 0.0, c.data() + i * m * n, n);
   return c;
 }
 
@@ -57,7 +52,7 @@ struct TwoThreads {
 TEST_CASE("batched Q K^T and W V over threads equal plain loops, forward and backward (float64 and float32)") {
   TwoThreads threads;
   const std::int64_t batch = 6, T = 40, dh = 24; // m*n*k = 38400 >= the parallel threshold
-  REQUIRE(kernels::batch_in_parallel(batch, T, T, dh, true));
+  REQUIRE(engine::batch_in_parallel(batch, T, T, dh, true));
   for (DType dt : {DType::f64, DType::f32}) {
     CAPTURE(dtype_name(dt));
     // float: BLAS blocks sum the 24..40-term dot products in another order than the loops in
@@ -89,8 +84,8 @@ TEST_CASE("batched Q K^T and W V over threads equal plain loops, forward and bac
 TEST_CASE("a broadcast operand's gradient sums over the batch (serial path) while the other is threaded") {
   TwoThreads threads;
   const std::int64_t batch = 5, m = 36, k = 30, n = 34;
-  REQUIRE(kernels::batch_in_parallel(batch, m, n, k, true));
-  CHECK_FALSE(kernels::batch_in_parallel(batch, m, n, k, false));
+  REQUIRE(engine::batch_in_parallel(batch, m, n, k, true));
+  CHECK_FALSE(engine::batch_in_parallel(batch, m, n, k, false));
   Generator g(5);
   Tensor a = Tensor::normal({1, m, k}, 0, 1, g, DType::f64); // shared by every batch element
   Tensor b = Tensor::normal({batch, k, n}, 0, 1, g, DType::f64);
@@ -123,7 +118,7 @@ TEST_CASE("the threaded batch restores the BLAS thread count") {
   TwoThreads threads;
   Generator g(2);
   Tensor a = Tensor::normal({4, 40, 40}, 0, 1, g), b = Tensor::normal({4, 40, 40}, 0, 1, g);
-  REQUIRE(kernels::batch_in_parallel(4, 40, 40, 40, true));
+  REQUIRE(engine::batch_in_parallel(4, 40, 40, 40, true));
   (void)ops::matmul(a, b);
   CHECK(openblas_get_num_threads() == 2);
 }
@@ -134,7 +129,7 @@ TEST_CASE("gemm split over threads (row or column blocks) equals one BLAS call, 
   const std::int64_t shapes[][3] = {{203, 37, 45}, {29, 301, 41}, {64, 64, 64}};
   for (const auto& sh : shapes) {
     const std::int64_t m = sh[0], n = sh[1], k = sh[2];
-    REQUIRE(kernels::gemm_split_parts(m, n, k) == 2);
+    REQUIRE(engine::gemm_split_parts(m, n, k) == 2);
     for (int flags = 0; flags < 4; ++flags) {
       const bool ta = flags & 1, tb = flags & 2;
       CAPTURE(m);
@@ -149,8 +144,8 @@ TEST_CASE("gemm split over threads (row or column blocks) equals one BLAS call, 
       std::vector<double> c0(static_cast<std::size_t>(m * ldc)), c1;
       for (auto& v : c0) v = g.normal();
       c1 = c0;
-      kernels::gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c0.data(), ldc);     // split
-      kernels::blas_gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c1.data(), ldc); // one call
+      engine::gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c0.data(), ldc);     // split
+      engine::blas_gemm(ta, tb, m, n, k, 0.7, a.data(), lda, b.data(), ldb, 0.3, c1.data(), ldc); // one call
       double worst = 0;
       for (std::size_t i = 0; i < c0.size(); ++i) worst = std::max(worst, std::fabs(c0[i] - c1[i]));
       CHECK(worst <= 1e-12); // padding columns included: untouched by both
@@ -178,8 +173,8 @@ TEST_CASE("small_gemm (tiny per-head products) equals BLAS: sizes with and witho
       for (auto& v : c0) v = g.normal();
       const double beta = with_beta ? 0.3 : 0.0;
       std::vector<double> c1 = c0;
-      kernels::small_gemm(ta, tb, m, n, k, -0.8, a.data(), lda, b.data(), ldb, beta, c0.data(), ldc);
-      kernels::blas_gemm(ta, tb, m, n, k, -0.8, a.data(), lda, b.data(), ldb, beta, c1.data(), ldc);
+      engine::small_gemm(ta, tb, m, n, k, -0.8, a.data(), lda, b.data(), ldb, beta, c0.data(), ldc);
+      engine::blas_gemm(ta, tb, m, n, k, -0.8, a.data(), lda, b.data(), ldb, beta, c1.data(), ldc);
       double worst = 0;
       for (std::size_t i = 0; i < c0.size(); ++i) worst = std::max(worst, std::fabs(c0[i] - c1[i]));
       CHECK(worst <= 1e-12);
@@ -187,8 +182,8 @@ TEST_CASE("small_gemm (tiny per-head products) equals BLAS: sizes with and witho
       std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end()), cf(c1.size(), 0.0f), cf1;
       for (std::size_t i = 0; i < cf.size(); ++i) cf[i] = static_cast<float>(i % 7) - 3.0f;
       cf1 = cf;
-      kernels::small_gemm(ta, tb, m, n, k, -0.8f, af.data(), lda, bf.data(), ldb, static_cast<float>(beta), cf.data(), ldc);
-      kernels::blas_gemm(ta, tb, m, n, k, -0.8f, af.data(), lda, bf.data(), ldb, static_cast<float>(beta), cf1.data(), ldc);
+      engine::small_gemm(ta, tb, m, n, k, -0.8f, af.data(), lda, bf.data(), ldb, static_cast<float>(beta), cf.data(), ldc);
+      engine::blas_gemm(ta, tb, m, n, k, -0.8f, af.data(), lda, bf.data(), ldb, static_cast<float>(beta), cf1.data(), ldc);
       float worst_f = 0;
       for (std::size_t i = 0; i < cf.size(); ++i) worst_f = std::max(worst_f, std::fabs(cf[i] - cf1[i]));
       // a different summation order than BLAS: |diff| <= 2 k u sum|a b| (k <= 32, u = 6e-8);
@@ -201,7 +196,7 @@ TEST_CASE("small_gemm (tiny per-head products) equals BLAS: sizes with and witho
 TEST_CASE("attention-sized batched matmul (16 x 16 heads) over threads equals plain loops, with gradients") {
   TwoThreads threads;
   const std::int64_t batch = 64, T = 16, dh = 16;
-  REQUIRE(kernels::small_batch_in_parallel(batch, T, T, dh, true));
+  REQUIRE(engine::small_batch_in_parallel(batch, T, T, dh, true));
   Generator g(21);
   Tensor q = Tensor::normal({batch, T, dh}, 0, 1, g, DType::f64), k = Tensor::normal({batch, T, dh}, 0, 1, g, DType::f64);
   q.set_requires_grad(true);

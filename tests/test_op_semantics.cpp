@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "tests/test_support.hpp"

@@ -1,4 +1,4 @@
-// Generation from the causal language model (models/generate.hpp) and `headgrad sample`: greedy
+// Generation from the causal language model (train/sample/generate.hpp) and `headgrad sample`: greedy
 // decoding is the argmax of a full forward at every position, the key/value cache changes nothing
 // but the cost, a seed decides the text, and bad flags are one line and exit code 2.
 #include <doctest/doctest.h>
@@ -7,7 +7,7 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
-#include "models/generate.hpp"
+#include "train/sample/generate.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
 #include "train/loop/trainer.hpp"

@@ -1,4 +1,4 @@
-// framework/ops/sampling.hpp: multinomial and sample_logits. Empirical frequencies are checked
+// train/sample/sampling.hpp: multinomial and sample_logits. Empirical frequencies are checked
 // with Pearson's chi-square statistic against the distribution the draws should follow, at a
 // bound far in the tail (p < 1e-5 for the degrees of freedom used), and each such check has a
 // negative control: the same counts against a slightly wrong distribution must exceed the bound,
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framework/ops/ops.hpp"
+#include "train/sample/sampling.hpp"
 #include "framework/core/random.hpp"
 #include "tests/test_support.hpp"
 

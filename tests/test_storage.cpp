@@ -1,4 +1,4 @@
-// test_storage.cpp - the caching allocator (framework/core/storage.cpp): blocks of 64 KiB and more are
+// test_storage.cpp - the caching allocator (framework/engine/alloc/): blocks of 64 KiB and more are
 // cut from 2 MiB-aligned arenas advised for transparent huge pages, a page apart; release() gives
 // their memory back, and unmaps an arena once all its blocks are back; a thread is given back the
 // blocks it used before another thread's.
@@ -14,13 +14,14 @@
 
 #include "framework/ops/ops.hpp"
 #include "framework/core/storage.hpp"
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "framework/core/tensor.hpp"
 
 using namespace headgrad;
 
 namespace {
 
-// Under AddressSanitizer there is no cache (storage.cpp): every block is freed at once.
+// Under AddressSanitizer there is no cache (caching_allocator.cpp): every block is freed at once.
 bool cache_on() {
   allocator_release_cache();
   { Storage s(1 << 20); }

@@ -1,6 +1,7 @@
 // Tensor basics: factories, views, dtype conversion, printing, determinism.
 #include <doctest/doctest.h>
 
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/core/random.hpp"
 

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/engine/kernels/vector_math.hpp"
 #include "framework/core/random.hpp"
+#include "framework/engine/kernels.hpp"
+#include "framework/engine/kernels/kernel_table.hpp"
 #include "framework/engine/runtime/cpu_isa.hpp"
 
 using namespace headgrad;
@@ -74,7 +75,7 @@ TEST_CASE("cpu_isa: names, what this CPU runs, and set_isa refusing more than th
   if (runtime::cpu_isa() != Isa::avx512) CHECK_THROWS_AS(runtime::set_isa(Isa::avx512), std::invalid_argument);
   on_every_isa([](Isa isa) {
     CHECK(runtime::active_isa() == isa);
-    CHECK(kernels::kernel_table().isa == isa); // the table of that instruction set, not another
+    CHECK(engine::active_isa_table().isa == isa); // the table of that instruction set, not another
   });
 }
 

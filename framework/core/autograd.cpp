@@ -13,8 +13,8 @@
 #include <unordered_set>
 
 #include "framework/core/broadcast.hpp"
-#include "framework/engine/kernels/accumulate.hpp"
-#include "framework/engine/profiler.hpp"
+#include "framework/core/strided.hpp"
+#include "framework/engine/kernels.hpp"
 
 namespace headgrad {
 
@@ -179,7 +179,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   {
     const GradBuffer seed = gradient_of(root.impl());
     dispatch_float(root.dtype(), "backward", [&]<typename T>() {
-      kernels::sum_into<T>(seed.data<T>(), seed.first_write, root.shape(), grad_output.data<T>(), grad_output.shape(),
+      book::sum_into<T>(seed.data<T>(), seed.first_write, root.shape(), grad_output.data<T>(), grad_output.shape(),
                            grad_output.strides(), T(1));
     });
   }
@@ -285,7 +285,7 @@ void Node::add_gradient(std::size_t i, const Tensor& g, double scale, bool tempo
   }
   const GradBuffer buf = gradient_of(x);
   dispatch_float(g.dtype(), name, [&]<typename T>() {
-    kernels::sum_into<T>(buf.data<T>(), buf.first_write, x->shape, g.data<T>(), g.shape(), g.strides(),
+    book::sum_into<T>(buf.data<T>(), buf.first_write, x->shape, g.data<T>(), g.shape(), g.strides(),
                          static_cast<T>(scale));
   });
 }

@@ -36,9 +36,9 @@ struct GradBuffer {
 //   n.grad_buffer(i)     the buffer itself and its `first_write` flag, for a backward that writes
 //                        its contribution directly (a gemm, a fused kernel). Kernels take the flag
 //                        as their `first_write` argument: on the first write they assign instead of
-//                        adding (no zero fill, no read of zeros; framework/engine/kernels/first_write.hpp:
-//                        store_grad per element, first_write_beta for a gemm); one that cannot
-//                        cover every element zero-fills first.
+//                        adding (no zero fill, no read of zeros: store_grad per element,
+//                        first_write_beta for a gemm, below); one that cannot cover every element
+//                        zero-fills first.
 // When two inputs are one tensor (x * x), the second call finds the first's buffer
 // (first_write = false): write the gradients in the order you asked for them.
 struct Node {
@@ -68,6 +68,11 @@ private:
   // not the Node, keeps track of that: autograd.cpp).
   void add_gradient(std::size_t i, const Tensor& g, double scale, bool temporary);
 };
+
+// The contract per element: dst = v on the first write, dst += v after it.
+template <typename T> inline void store_grad(T& dst, T v, bool first_write) { dst = first_write ? v : dst + v; }
+// And as the beta of a gemm writing C: 0 on the first write (C is not read, NaN included), 1 after it.
+template <typename T> constexpr T first_write_beta(bool first_write) { return first_write ? T(0) : T(1); }
 
 // True while gradients are being recorded (the default). NoGradGuard turns it off in a scope;
 // the engine runs every backward closure under one, so ops used in a backward record nothing.

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/ops/ops.hpp"
 #include "framework/core/random.hpp"
 
 namespace headgrad {

@@ -1,41 +1,25 @@
-// storage.hpp - the bytes behind tensors, shared by views, drawn from a caching allocator.
-//
-// Training builds and frees the same set of activations every step. Returning freed blocks to a
-// per-size free list instead of the system allocator makes step N+1 reuse step N's memory: no
-// malloc on the hot path after warm-up and a flat RSS (see docs and the soak benchmark).
+// storage.hpp - the bytes behind tensors, shared by views. A Storage holds one block from the
+// engine (kernels::allocate: its caching allocator, or plain allocation in reference mode) and
+// gives it back when the last tensor viewing it dies.
 #pragma once
 #include <cstddef>
-#include <memory>
+
+#include "framework/engine/kernels.hpp"
 
 namespace headgrad {
 
 class Storage {
 public:
-  explicit Storage(std::size_t nbytes); // uninitialised bytes from the cache
-  ~Storage();
+  explicit Storage(std::size_t nbytes) : nbytes_(nbytes), block_(kernels::allocate(nbytes)) {} // uninitialised
+  ~Storage() { kernels::release(block_); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
-  void* data() const { return data_; }
+  void* data() const { return block_.data; }
   std::size_t nbytes() const { return nbytes_; }
 
 private:
-  void* data_;
   std::size_t nbytes_;
-  std::size_t capacity_;
-  int thread_ = 0; // the thread that drew it from the cache: the cache gives it back to that thread first
+  kernels::Block block_;
 };
-
-struct AllocatorStats {
-  std::size_t bytes_in_use;    // held by live tensors
-  std::size_t bytes_cached;    // freed, kept for reuse
-  std::size_t system_allocs;   // calls that reached the system allocator
-  std::size_t cache_hits;      // allocations served from the cache
-  std::size_t other_thread_hits; // of those, blocks another thread used last (none of its own was free)
-  std::size_t arena_bytes;     // address space of the huge-page arenas blocks of 64 KiB and more are cut from
-};
-AllocatorStats allocator_stats();
-// Returns every cached block to the system (tests and memory-pressure handling): the memory of
-// an arena block goes back at once, its address range when its whole arena is back.
-void allocator_release_cache();
 
 } // namespace headgrad

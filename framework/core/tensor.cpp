@@ -6,9 +6,8 @@
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/strided.hpp"
-#include "framework/ops/ops.hpp"
 #include "framework/core/random.hpp"
+#include "framework/core/strided.hpp"
 
 namespace headgrad {
 
@@ -71,7 +70,7 @@ Tensor Tensor::full(const Dims& shape, double value, DType dtype) {
   Tensor t = new_tensor(shape, dtype, "Tensor::full");
   dispatch_any(dtype, [&]<typename T>() {
     T* p = t.data<T>();
-    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = kernels::convert_value<T>(value);
+    for (std::int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = book::convert_value<T>(value);
   });
   return t;
 }
@@ -92,7 +91,7 @@ Tensor Tensor::from(const std::vector<double>& values, const Dims& shape, DType 
   Tensor t = new_tensor(shape, dtype, "Tensor::from");
   dispatch_any(dtype, [&]<typename T>() {
     T* p = t.data<T>();
-    for (std::size_t i = 0; i < values.size(); ++i) p[i] = kernels::convert_value<T>(values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = book::convert_value<T>(values[i]);
   });
   return t;
 }
@@ -141,7 +140,7 @@ std::vector<double> Tensor::to_vector() const {
   checked("Tensor::to_vector");
   std::vector<double> out(static_cast<std::size_t>(numel()));
   dispatch_any(dtype(), [&]<typename T>() {
-    kernels::copy_strided(out.data(), data<T>(), shape(), strides());
+    book::copy_strided(out.data(), data<T>(), shape(), strides());
   });
   return out;
 }
@@ -150,7 +149,7 @@ std::vector<std::int64_t> Tensor::to_int_vector() const {
   checked("Tensor::to_int_vector");
   std::vector<std::int64_t> out(static_cast<std::size_t>(numel()));
   dispatch_any(dtype(), [&]<typename T>() {
-    kernels::copy_strided(out.data(), data<T>(), shape(), strides());
+    book::copy_strided(out.data(), data<T>(), shape(), strides());
   });
   return out;
 }
@@ -200,20 +199,6 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
   checked("Tensor::backward");
   check_defined(grad_output, "Tensor::backward", "grad_output");
   run_backward(*this, grad_output, retain_graph);
-}
-
-Tensor Tensor::to(DType d) const { return ops::to_dtype(*this, d); }
-Tensor Tensor::contiguous() const {
-  checked("Tensor::contiguous");
-  return is_contiguous() ? *this : ops::clone(*this);
-}
-Tensor Tensor::clone() const { return ops::clone(*this); }
-Tensor Tensor::reshape(const Dims& s) const { return ops::reshape(*this, s); }
-Tensor Tensor::view(const Dims& s) const { return ops::view(*this, s); }
-Tensor Tensor::permute(const Dims& order) const { return ops::permute(*this, order); }
-Tensor Tensor::transpose(int a, int b) const { return ops::transpose(*this, a, b); }
-Tensor Tensor::slice(int axis, std::int64_t start, std::int64_t stop) const {
-  return ops::slice(*this, axis, start, stop);
 }
 
 std::string Tensor::str() const {

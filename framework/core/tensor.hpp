@@ -81,7 +81,7 @@ public:
   std::vector<std::int64_t> to_int_vector() const; // i64/bool tensors
   double item() const;                            // one-element tensors
 
-  // ---- conversions and views (autograd-aware: see framework/ops/ops.hpp) -----------------
+  // ---- conversions and views (autograd-aware: the ops of framework/ops/shape_ops.cpp) ------
   Tensor to(DType dtype) const;
   Tensor contiguous() const;
   Tensor reshape(const Dims& shape) const; // -1 allowed once; copies only if not contiguous

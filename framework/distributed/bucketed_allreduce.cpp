@@ -8,7 +8,7 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
-#include "framework/engine/kernels/accumulate.hpp"
+#include "framework/core/strided.hpp"
 #include "framework/engine/runtime/clock.hpp"
 
 namespace headgrad::distributed {
@@ -154,7 +154,7 @@ void BucketedAllreduce::pack_and_send(std::size_t k) {
       const Dims& shape = target_[i].second.shape();
       T* dst = b.flat.data<T>() + b.offsets[j];
       const Tensor g = active_ > 0 ? sums_.sum(i) : Tensor();
-      if (g.defined()) kernels::sum_into<T>(dst, true, shape, g.data<T>(), g.shape(), g.strides(), T(1));
+      if (g.defined()) book::sum_into<T>(dst, true, shape, g.data<T>(), g.shape(), g.strides(), T(1));
       else std::memset(dst, 0, static_cast<std::size_t>(shape.numel()) * sizeof(T));
       b.flat.data<T>()[b.flags + static_cast<std::int64_t>(j)] = g.defined() ? T(1) : T(0);
     }

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "framework/engine/kernels/accumulate.hpp"
+#include "framework/core/strided.hpp"
 #include "framework/engine/kernels/parallel.hpp"
 #include "framework/engine/runtime/spin_pool.hpp"
 
@@ -25,7 +25,7 @@ void add_shard_gradient(Tensor& left, Tensor& right) {
     return;
   }
   dispatch_float(left.dtype(), "add_shard_gradient", [&]<typename T>() {
-    kernels::sum_into<T>(left.data<T>(), false, left.shape(), right.data<T>(), right.shape(), right.strides(), T(1));
+    book::sum_into<T>(left.data<T>(), false, left.shape(), right.data<T>(), right.shape(), right.strides(), T(1));
   });
   right = Tensor();
 }
@@ -99,7 +99,7 @@ std::vector<Tensor> ShardGradients::sum_all(const std::function<void(std::size_t
   const auto count = static_cast<std::int64_t>(out.size());
   // (cost 2: each element is added, and then squared for the norm by `then`)
   const bool awake = runtime::current_pool() != nullptr;
-  const bool split = count > 1 && (awake ? kernels::worth_awake_threads(elements, 2) : kernels::worth_threads(elements, 2));
+  const bool split = count > 1 && (awake ? engine::worth_awake_threads(elements, 2) : engine::worth_threads(elements, 2));
   runtime::parallel_for(count, split, [&](std::int64_t i) {
     const auto p = static_cast<std::size_t>(i);
     out[p] = sum(p);

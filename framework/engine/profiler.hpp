@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "framework/engine/kernels.hpp"
+
 namespace headgrad {
 
 struct OpProfile {
@@ -36,37 +38,7 @@ struct WorkersProfile {
 void profiler_add_workers(const std::vector<double>& seconds);
 WorkersProfile profiler_workers();
 
-// Times its scope as `name`'s forward (or backward) when the profiler is on.
-class OpTimer {
-public:
-  explicit OpTimer(const char* name, bool backward = false);
-  ~OpTimer();
-  OpTimer(const OpTimer&) = delete;
-  OpTimer& operator=(const OpTimer&) = delete;
-
-private:
-  const char* name_;
-  bool backward_;
-  bool counts_; // the profiler was on and no other timer was running when this one started
-  double start_;
-  double parts_at_start_; // OpPart time on this thread when it started (subtracted at the end)
-};
-
-// Inside a counted OpTimer: charges its scope to `name` instead, and takes that time off the
-// enclosing op, so a fused op's parts show under the ops they stand for (linear_gelu's GELU pass
-// under "gelu", its gemms under "linear_gelu"). Counts nothing outside a counted timer.
-class OpPart {
-public:
-  explicit OpPart(const char* name, bool backward = false);
-  ~OpPart();
-  OpPart(const OpPart&) = delete;
-  OpPart& operator=(const OpPart&) = delete;
-
-private:
-  const char* name_;
-  bool backward_;
-  bool counts_;
-  double start_;
-};
+// OpTimer and OpPart, the timers the ops and the autograd engine start, are declared in the seam
+// (framework/engine/kernels.hpp), the one engine header the book includes.
 
 } // namespace headgrad

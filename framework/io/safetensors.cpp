@@ -9,7 +9,7 @@
 
 #include "framework/io/crc32c.hpp"
 #include "framework/io/safetensors_format.hpp"
-#include "framework/engine/kernels/strided.hpp"
+#include "framework/core/strided.hpp"
 
 namespace headgrad::io {
 namespace detail {
@@ -21,7 +21,7 @@ constexpr bool kLittleEndianHost = std::endian::native == std::endian::little;
 // float's NaN payload survives, and no type-punned pointer is dereferenced (memcpy).
 template <std::size_t ES>
 void gather_bytes(unsigned char* dst, const unsigned char* src, const Dims& shape, const Dims& strides) {
-  kernels::for_each_row<2>(shape, std::array<Dims, 2>{contiguous_strides(shape), strides},
+  book::for_each_row<2>(shape, std::array<Dims, 2>{contiguous_strides(shape), strides},
                            [&](const auto& o, std::int64_t n, const auto& in) {
                              for (std::int64_t i = 0; i < n; ++i)
                                std::memcpy(dst + (o[0] + i) * ES, src + (o[1] + i * in[1]) * static_cast<std::int64_t>(ES),

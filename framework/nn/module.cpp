@@ -5,7 +5,7 @@
 #include <map>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/accumulate.hpp"
+#include "framework/core/strided.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace headgrad::nn {
@@ -143,7 +143,7 @@ void Module::take_gradients_from(Module& other) {
     }
     const Tensor g(p->grad), add(o->grad);
     dispatch_float(g.dtype(), "take_gradients_from", [&]<typename T>() {
-      kernels::sum_into<T>(g.data<T>(), false, g.shape(), add.data<T>(), add.shape(), add.strides(), T(1));
+      book::sum_into<T>(g.data<T>(), false, g.shape(), add.data<T>(), add.shape(), add.strides(), T(1));
     });
     o->grad.reset();
   }

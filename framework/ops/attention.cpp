@@ -3,8 +3,8 @@
 // (B, T, heads * dh) layout. The composed ops (models/attention.cpp) stay the textbook version;
 // this one is what training runs, proven equal to it by tests/test_fused_attention.cpp.
 //
-// Per (batch, head) pair, with Q, K, V that head's T x dh columns (kernels/isa/attention_heads.cpp,
-// head_forward and head_backward, has the lines side by side):
+// Per (batch, head) pair, with Q, K, V that head's T x dh columns (the book's loops below, and the
+// engine's head_forward and head_backward in framework/engine/kernels/isa/attention_heads.cpp):
 //   forward:  (1) S = s Q K^T   (2) P = softmax over kept keys (S)   (2b) A = P F   (3) O = A V
 //   VJP:      (3) dV += A^T dO,  dA = dO V^T
 //             (2b) dP = dA F
@@ -18,16 +18,164 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/attention_mask.hpp"
 #include "framework/ops/dropout_draw.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/engine/profiler.hpp"
+
+// The book's loops of the kernels (kernels::attention_forward, ...): one (batch, head) pair at a time,
+// the steps above as the book's gemm (matmul.cpp) and softmax loops (masked_softmax.cpp). The
+// engine's kernels (framework/engine/kernels/isa/attention_heads.cpp) run the same steps with BLAS
+// or row by row at the vector width, and the flash pair tile by tile.
+namespace headgrad::book {
+namespace {
+
+// One (batch, head) pair: its matrices Q (Tq x dh), K and V (Tk x dh) and O (Tq x dh) read in place
+// with their row strides, its rows' kept lengths and keep flags (as softmax_forward takes them),
+// the offset of its weights (Tq x Tk) and of its rows' log-sum-exps, and its dropout flags.
+template <typename T> struct Pair {
+  const T *q, *k, *v;
+  std::int64_t o, p, lse; // offsets: into O's and dO's layout, into P, into lse
+  const std::int64_t* lens;
+  const std::uint8_t *keep, *drop;
+};
+template <typename T>
+Pair<T> pair(const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept, const WeightsDropout& drop,
+             std::int64_t b, std::int64_t h) {
+  const std::int64_t bh = b * L.H + h;
+  return {q + b * L.q_batch + h * L.dh, k + b * L.k_batch + h * L.dh, v + b * L.v_batch + h * L.dh,
+          b * L.o_batch + h * L.dh, bh * L.Tq * L.Tk, bh * L.Tq,
+          kept.lens ? kept.lens + b * L.Tq : nullptr,
+          kept.keep ? kept.keep + (kept.keep_per_head ? bh : b) * L.Tq * L.Tk : nullptr,
+          drop.keep ? drop.keep + bh * L.Tq * L.Tk : nullptr};
+}
+template <typename F> void for_each_pair(const HeadsLayout& L, F&& f) {
+  for (std::int64_t b = 0; b < L.B; ++b)
+    for (std::int64_t h = 0; h < L.H; ++h) f(b, h);
+}
+
+// (2b) A = P F: F = scale where the dropout flag keeps the weight, 0 where it drops it (no flags:
+// A = P).
+template <typename T> void drop_weights(T* a, const T* p, const std::uint8_t* keep, double scale, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) a[i] = keep ? p[i] * (keep[i] ? static_cast<T>(scale) : T(0)) : p[i];
+}
+
+// A gradient of q's, k's or v's layout written by every pair's products: zeroed on a first write,
+// so that they all add.
+template <typename T> void zero(T* x, bool first, const HeadsLayout& L, std::int64_t rows, std::int64_t row,
+                                std::int64_t batch) {
+  if (!x || !first) return;
+  for (std::int64_t b = 0; b < L.B; ++b)
+    for (std::int64_t t = 0; t < rows; ++t) std::fill_n(x + b * batch + t * row, L.H * L.dh, T(0));
+}
+
+// The backward's lines for one pair, given its weights P: (3) dV += A^T dO, dA = dO V^T;
+// (2b) dP = dA F; (2) dS = softmax's VJP of dP (masked keys 0); (1) dQ += s dS K, dK += s dS^T Q.
+template <typename T>
+void pair_backward(T* dq, T* dk, T* dv, const T* dout, const T* P, const Pair<T>& x, const HeadsLayout& L, T scale,
+                   double drop_scale, std::vector<T>& A, std::vector<T>& dS) {
+  const std::int64_t Tq = L.Tq, Tk = L.Tk, dh = L.dh;
+  drop_weights(A.data(), P, x.drop, drop_scale, Tq * Tk);
+  if (dv) gemm<T>(true, false, Tk, dh, Tq, T(1), A.data(), Tk, dout + x.o, L.o_row, T(1), dv, L.v_row);
+  gemm<T>(false, true, Tq, Tk, dh, T(1), dout + x.o, L.o_row, x.v, L.v_row, T(0), A.data(), Tk);
+  drop_weights(A.data(), A.data(), x.drop, drop_scale, Tq * Tk);
+  softmax_backward<T>(dS.data(), true, A.data(), P, x.lens, x.keep, Tq, Tk);
+  if (dq) gemm<T>(false, false, Tq, dh, Tk, scale, dS.data(), Tk, x.k, L.k_row, T(1), dq, L.q_row);
+  if (dk) gemm<T>(true, false, Tk, dh, Tq, scale, dS.data(), Tk, x.q, L.q_row, T(1), dk, L.k_row);
+}
+
+} // namespace
+
+// forward:  per pair: (1) S = s Q K^T  (2) P = softmax over each row's kept keys (S)  (2b) A = P F
+//           (3) O = A V.  P (B, H, Tq, Tk) is written where p is not null.
+template <typename T>
+void attention_forward(T* o, T* p, const T* q, const T* k, const T* v, const HeadsLayout& L, const KeptKeys& kept,
+                       T scale, const WeightsDropout& drop) {
+  std::vector<T> S(static_cast<std::size_t>(L.Tq * L.Tk)), A(S.size());
+  for_each_pair(L, [&](std::int64_t b, std::int64_t h) {
+    const Pair<T> x = pair(q, k, v, L, kept, drop, b, h);
+    T* P = p ? p + x.p : S.data();
+    gemm<T>(false, true, L.Tq, L.Tk, L.dh, scale, x.q, L.q_row, x.k, L.k_row, T(0), P, L.Tk);
+    softmax_forward<T>(P, P, x.lens, x.keep, L.Tq, L.Tk);
+    drop_weights(A.data(), P, x.drop, drop.scale, L.Tq * L.Tk);
+    gemm<T>(false, false, L.Tq, L.dh, L.Tk, T(1), A.data(), L.Tk, x.v, L.v_row, T(0), o + x.o, L.o_row);
+  });
+}
+HEADGRAD_BOOK_LOOP(attention_forward);
+
+// backward: the VJP above, given the forward's P; dq, dk, dv may each be null (not needed).
+template <typename T>
+void attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout, const T* p,
+                        const T* q, const T* k, const T* v, const HeadsLayout& L, T scale, const KeptKeys& kept,
+                        const WeightsDropout& drop) {
+  zero(dq, dq_first, L, L.Tq, L.q_row, L.q_batch);
+  zero(dk, dk_first, L, L.Tk, L.k_row, L.k_batch);
+  zero(dv, dv_first, L, L.Tk, L.v_row, L.v_batch);
+  std::vector<T> A(static_cast<std::size_t>(L.Tq * L.Tk)), dS(A.size());
+  for_each_pair(L, [&](std::int64_t b, std::int64_t h) {
+    const Pair<T> x = pair(q, k, v, L, kept, drop, b, h);
+    const std::int64_t q_at = b * L.q_batch + h * L.dh, k_at = b * L.k_batch + h * L.dh;
+    pair_backward(dq ? dq + q_at : nullptr, dk ? dk + k_at : nullptr, dv ? dv + b * L.v_batch + h * L.dh : nullptr,
+                  dout, p + x.p, x, L, scale, drop.scale, A, dS);
+  });
+}
+HEADGRAD_BOOK_LOOP(attention_backward);
+
+// The same forward keeping, instead of P, lse (B, H, Tq): each row's log-sum-exp of its kept scores
+// S, log sum_j exp(S_j) over the kept j = S_j - log P_j for any kept j (P_j = exp(S_j - lse)):
+// taken at the row's largest weight; +inf for a row that keeps nothing (or only -inf), NaN for a
+// row holding a NaN.
+template <typename T>
+void flash_attention_forward(T* o, T* lse, const T* q, const T* k, const T* v, const HeadsLayout& L,
+                             const KeptKeys& kept, T scale) {
+  std::vector<T> P(static_cast<std::size_t>(L.B * L.H * L.Tq * L.Tk)), S(static_cast<std::size_t>(L.Tq * L.Tk));
+  book::attention_forward<T>(o, P.data(), q, k, v, L, kept, scale, {}); // (book::: kernels:: is found by the arguments)
+  for_each_pair(L, [&](std::int64_t b, std::int64_t h) {
+    const Pair<T> x = pair(q, k, v, L, kept, {}, b, h);
+    gemm<T>(false, true, L.Tq, L.Tk, L.dh, scale, x.q, L.q_row, x.k, L.k_row, T(0), S.data(), L.Tk);
+    for (std::int64_t i = 0; i < L.Tq; ++i) {
+      const T* Pi = P.data() + x.p + i * L.Tk;
+      const std::int64_t j = std::max_element(Pi, Pi + L.Tk) - Pi;
+      const T w = j < L.Tk ? Pi[j] : T(0); // (no keys at all: nothing kept)
+      lse[x.lse + i] = w != w ? w : w == T(0) ? std::numeric_limits<T>::infinity()
+                                              : S[static_cast<std::size_t>(i * L.Tk + j)] - std::log(w);
+    }
+  });
+}
+HEADGRAD_BOOK_LOOP(flash_attention_forward);
+
+// Its backward: each pair's weights recomputed from the scores and lse, P = exp(S - lse) on the kept
+// keys (0 elsewhere, and in a row that keeps nothing), then the backward above. (The engine's tiles
+// use D = rowsum(dO O) for rowsum(dP P), equal since O = P V: that is why they take o.)
+template <typename T>
+void flash_attention_backward(T* dq, bool dq_first, T* dk, bool dk_first, T* dv, bool dv_first, const T* dout,
+                              const T* /*o*/, const T* lse, const T* q, const T* k, const T* v, const HeadsLayout& L,
+                              const KeptKeys& kept, T scale) {
+  std::vector<T> P(static_cast<std::size_t>(L.B * L.H * L.Tq * L.Tk));
+  for_each_pair(L, [&](std::int64_t b, std::int64_t h) {
+    const Pair<T> x = pair(q, k, v, L, kept, {}, b, h);
+    T* Pp = P.data() + x.p;
+    gemm<T>(false, true, L.Tq, L.Tk, L.dh, scale, x.q, L.q_row, x.k, L.k_row, T(0), Pp, L.Tk);
+    constexpr T kInf = std::numeric_limits<T>::infinity();
+    for (std::int64_t i = 0; i < L.Tq; ++i)
+      for (std::int64_t j = 0; j < L.Tk; ++j) {
+        const bool masked = (x.lens && j >= x.lens[i]) || (x.keep && !x.keep[i * L.Tk + j]);
+        T& w = Pp[i * L.Tk + j];
+        const T l = lse[x.lse + i];
+        w = l == kInf ? T(0) : std::exp((masked ? -kInf : w) - l);
+      }
+  });
+  book::attention_backward<T>(dq, dq_first, dk, dk_first, dv, dv_first, dout, P.data(), q, k, v, L, scale, kept, {});
+}
+HEADGRAD_BOOK_LOOP(flash_attention_backward);
+
+} // namespace headgrad::book
 
 namespace headgrad::ops {
 namespace {

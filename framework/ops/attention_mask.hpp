@@ -3,13 +3,13 @@
 // query and keep flags per score. masked_softmax, causal_softmax, masked_softmax_keep
 // (masked_softmax.cpp), attention and self_attention (attention.cpp) and repeat_per_head all build
 // their masks here, so they accept the same masks and refuse the others with the same messages.
-// Private: only .cpp files include it (it includes a kernel header).
+// Private: only .cpp files include it (it includes the seam, framework/engine/kernels.hpp).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "framework/engine/kernels/attention_heads.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/nn_ops.hpp"
 
 namespace headgrad::ops {
@@ -46,7 +46,8 @@ struct KeptKeys {
 };
 
 // The same mask with one length and one row of flags per score row r = (b * H + h) * Tq + q, as
-// the row softmax kernels (kernels/row_softmax.hpp) take them. Empty vectors: no limit, no flags.
+// the row softmax kernels (kernels::softmax_forward, softmax_backward) take them. Empty vectors: no
+// limit, no flags.
 struct KeptRows {
   std::vector<std::int64_t> lens; // B * H * Tq, or empty
   std::vector<std::uint8_t> keep; // B * H * Tq * Tk, or empty

@@ -7,10 +7,10 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/core/broadcast.hpp"
-#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/ops/map.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/promotion.hpp"
-#include "framework/engine/profiler.hpp"
+#include "framework/engine/kernels.hpp"
 
 namespace headgrad::ops {
 namespace {
@@ -24,8 +24,8 @@ template <typename T, typename F> Tensor compare_as(const Tensor& a_in, const Te
                   : std::is_same_v<T, bool> ? DType::bool8 : DType::i64;
   const Tensor a = to_dtype(a_in, d), b = to_dtype(b_in, d);
   Tensor out = new_tensor(s, DType::bool8);
-  kernels::zip_broadcast<T>(out.data<bool>(), a.data<T>(), broadcast_strides(a.shape(), a.strides(), s), b.data<T>(),
-                            broadcast_strides(b.shape(), b.strides(), s), s, [&f](T x, T y) { return f(x, y); });
+  book::zip_broadcast<T>(out.data<bool>(), a.data<T>(), broadcast_strides(a.shape(), a.strides(), s), b.data<T>(),
+                         broadcast_strides(b.shape(), b.strides(), s), s, [&f](T x, T y) { return f(x, y); });
   return out;
 }
 

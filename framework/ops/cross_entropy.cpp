@@ -1,12 +1,57 @@
 // cross_entropy.cpp - fused log-softmax + NLL with a per-position mask or weight and PyTorch's
 // ignore_index and reduction; the mean is over the counted positions (their weights) only.
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/cross_entropy_rows.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/engine/profiler.hpp"
+
+namespace headgrad::book {
+
+// forward:  probs_r = softmax(x_r) for every row r of (rows, V) logits (kept for the backward);
+//           for a counted row (weight w_r != 0), l_r = w_r (log s - (x_r[t_r] - m)) with m the
+//           row's max and s = sum_j exp(x_r[j] - m) (-log_softmax, in PyTorch's order: m + log s
+//           would round log s to the spacing of m). row_loss[r] = l_r (0 for a row not counted)
+//           when row_loss is not null; returns sum_r l_r, in double. A NaN or +inf in a row makes
+//           its probabilities and loss NaN.
+template <typename T>
+double cross_entropy_forward(T* probs, T* row_loss, const T* x, const std::int64_t* target, const double* weight,
+                             std::int64_t rows, std::int64_t V) {
+  double total = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (row_loss) row_loss[r] = T(0);
+    if (V == 0) continue; // no class: nothing to normalise, no target to count
+    const T* xr = x + r * V;
+    const T m = *std::max_element(xr, xr + V);
+    T s = 0;
+    for (std::int64_t j = 0; j < V; ++j) s += std::exp(xr[j] - m);
+    for (std::int64_t j = 0; j < V; ++j) probs[r * V + j] = std::exp(xr[j] - m) / s;
+    if (weight[r] == 0) continue;
+    const T loss = static_cast<T>(weight[r]) * (std::log(s) - (xr[target[r]] - m));
+    if (row_loss) row_loss[r] = loss;
+    total += static_cast<double>(loss);
+  }
+  return total;
+}
+HEADGRAD_BOOK_LOOP(cross_entropy_forward);
+
+// VJP:      dx_r[j] = or += row_scale[r] (probs_r[j] - [j == t_r])  (first_write: =), row_scale[r]
+//           = dL/dl_r times the row's weight (cross_entropy derives it); a row with row_scale 0 (not
+//           counted) gets 0 and its target is not read.
+template <typename T>
+void cross_entropy_backward(T* dx, bool first_write, const T* probs, const std::int64_t* target, const T* row_scale,
+                            std::int64_t rows, std::int64_t V) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < V; ++j) {
+      const T onehot = row_scale[r] != T(0) && j == target[r] ? T(1) : T(0);
+      store_grad(dx[r * V + j], row_scale[r] == T(0) ? T(0) : row_scale[r] * (probs[r * V + j] - onehot), first_write);
+    }
+}
+HEADGRAD_BOOK_LOOP(cross_entropy_backward);
+
+} // namespace headgrad::book
 
 namespace headgrad::ops {
 

@@ -5,7 +5,7 @@
 #include "framework/ops/dropout_draw.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/engine/profiler.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/core/random.hpp"
 
 namespace headgrad::ops {

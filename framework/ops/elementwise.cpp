@@ -8,11 +8,11 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/core/broadcast.hpp"
-#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/ops/map.hpp"
 #include "framework/ops/compare.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/promotion.hpp"
-#include "framework/engine/profiler.hpp"
+#include "framework/engine/kernels.hpp"
 
 namespace headgrad::ops {
 namespace {
@@ -36,9 +36,8 @@ template <typename F> Binary binary_forward(const Tensor& a_in, const Tensor& b_
   OpTimer timer(name);
   Tensor out = new_tensor(s, a.dtype());
   dispatch_float(a.dtype(), name, [&]<typename T>() {
-    kernels::zip_broadcast<T>(out.data<T>(), a.data<T>(), broadcast_strides(a.shape(), a.strides(), s), b.data<T>(),
-                              broadcast_strides(b.shape(), b.strides(), s), s,
-                              [&f](T x, T y) { return f(x, y); });
+    book::zip_broadcast<T>(out.data<T>(), a.data<T>(), broadcast_strides(a.shape(), a.strides(), s), b.data<T>(),
+                           broadcast_strides(b.shape(), b.strides(), s), s, [&f](T x, T y) { return f(x, y); });
   });
   return {out, a, b};
 }
@@ -121,7 +120,7 @@ static Tensor affine(const Tensor& x, double alpha, double beta, const char* nam
   Tensor out = new_tensor(x.shape(), x.dtype());
   dispatch_float(x.dtype(), name, [&]<typename T>() {
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
-    kernels::map_strided<T>(out.data<T>(), x.data<T>(), x.shape(), x.strides(), [al, be](T v) { return al * v + be; });
+    book::map_strided<T>(out.data<T>(), x.data<T>(), x.shape(), x.strides(), [al, be](T v) { return al * v + be; });
   });
   // forward: y = alpha x + beta      local: dy/dx = alpha
   // VJP:     dx += alpha dy
@@ -139,7 +138,7 @@ Tensor rdiv_scalar(const Tensor& x, double s) {
   Tensor out = new_tensor(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "rdiv_scalar", [&]<typename T>() {
     const T st = static_cast<T>(s);
-    kernels::map_strided<T>(out.data<T>(), x.data<T>(), x.shape(), x.strides(), [st](T v) { return st / v; });
+    book::map_strided<T>(out.data<T>(), x.data<T>(), x.shape(), x.strides(), [st](T v) { return st / v; });
   });
   // forward: y = s / x        local: dy/dx = -s / x^2 = -y / x
   // VJP:     dx -= dy * (y / x)    (y / x, not s / x^2: see div)

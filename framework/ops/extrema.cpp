@@ -3,16 +3,69 @@
 //
 // NaN, as PyTorch: a NaN is the max (and the min) of a row that holds one, at the index of its
 // first NaN, and it gets the row's gradient; topk ranks NaN above every number. Ties go to the
-// first index. The loops are kernels/arg_reduce.hpp.
+// first index (what PyTorch's CPU kernels return). The axis is the middle one of an
+// (outer, len, inner) layout.
+#include <algorithm>
 #include <fmt/format.h>
-#include <memory>
+#include <numeric>
+#include <vector>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/arg_reduce.hpp"
-#include "framework/engine/kernels/scatter.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/compare.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/engine/profiler.hpp"
+#include "framework/ops/scatter.hpp"
+
+namespace headgrad::book {
+
+// true when v should replace the current best c (max: v > c; min: v < c), NaN winning over numbers.
+template <bool Max, typename T> inline bool replaces(T v, T c) {
+  if (c != c) return false; // the first NaN stays
+  if (v != v) return true;
+  return Max ? v > c : v < c;
+}
+
+// For every (o, i): value[o, i] = the max (Max) or min of x[o, :, i] and index[o, i] its position.
+// x: (outer, len, inner) contiguous, len >= 1; value (nullable) and index: (outer, inner).
+template <bool Max, typename T>
+void arg_reduce(T* value, std::int64_t* index, const T* x, std::int64_t outer, std::int64_t len, std::int64_t inner) {
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      std::int64_t best = 0;
+      for (std::int64_t k = 1; k < len; ++k)
+        if (replaces<Max>(x[(o * len + k) * inner + i], x[(o * len + best) * inner + i])) best = k;
+      index[o * inner + i] = best;
+      if (value) value[o * inner + i] = x[(o * len + best) * inner + i];
+    }
+}
+
+// The k largest (Largest) or smallest entries of every x[o, :, i], best first: value and index
+// (outer, k, inner). Order: NaN first for largest (last, so never chosen before a number, for
+// smallest), then by value, ties by the lower index. k <= len.
+template <bool Largest, typename T>
+void topk(T* value, std::int64_t* index, const T* x, std::int64_t outer, std::int64_t len, std::int64_t inner,
+          std::int64_t k) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(len));
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const T* col = x + o * len * inner + i; // col[j * inner] = x[o, j, i]
+      auto before = [col, inner](std::int64_t a, std::int64_t b) {
+        const T va = col[a * inner], vb = col[b * inner];
+        const bool na = va != va, nb = vb != vb;
+        if (na || nb) return na != nb ? (Largest ? na : nb) : a < b; // NaN ranks as the largest value
+        if (va != vb) return Largest ? va > vb : va < vb;
+        return a < b;
+      };
+      std::iota(order.begin(), order.end(), std::int64_t{0});
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+      for (std::int64_t j = 0; j < k; ++j) {
+        const std::int64_t at = (o * k + j) * inner + i;
+        index[at] = order[static_cast<std::size_t>(j)];
+        value[at] = col[index[at] * inner];
+      }
+    }
+}
+} // namespace headgrad::book
 
 namespace headgrad::ops {
 namespace {
@@ -46,7 +99,7 @@ Tensor record_selection(Tensor values, const char* name, const Tensor& xc, const
   return record(values, name, {xc}, [index, l, count, name](Node& n, const Tensor& dy) {
     const GradBuffer dx = n.grad_buffer(0);
     dispatch_float(dy.dtype(), name, [&]<typename T>() {
-      kernels::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), l.outer, l.len,
+      book::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), l.outer, l.len,
                              count, l.inner);
     });
   });
@@ -59,7 +112,7 @@ template <bool Max> ValuesIndices extreme(const Tensor& x, int axis, bool keepdi
   Tensor values = new_tensor(resized(x.shape(), axis, 1, true), x.dtype());
   Tensor index = new_tensor(values.shape(), DType::i64);
   dispatch_any(x.dtype(), [&]<typename T>() {
-    kernels::arg_reduce<Max, T>(values.data<T>(), index.data<std::int64_t>(), xc.data<T>(), l.outer, l.len, l.inner);
+    book::arg_reduce<Max, T>(values.data<T>(), index.data<std::int64_t>(), xc.data<T>(), l.outer, l.len, l.inner);
   });
   values = record_selection(values, name, xc, index, l, 1);
   if (keepdim) return {values, index};
@@ -72,7 +125,7 @@ template <bool Max> Tensor arg_extreme(const Tensor& x, int axis, bool keepdim, 
   const Tensor xc = x.contiguous();
   Tensor index = new_tensor(resized(x.shape(), axis, 1, keepdim), DType::i64);
   dispatch_any(x.dtype(), [&]<typename T>() {
-    kernels::arg_reduce<Max, T>(nullptr, index.data<std::int64_t>(), xc.data<T>(), l.outer, l.len, l.inner);
+    book::arg_reduce<Max, T>(nullptr, index.data<std::int64_t>(), xc.data<T>(), l.outer, l.len, l.inner);
   });
   return index;
 }
@@ -113,7 +166,7 @@ ValuesIndices topk(const Tensor& x, std::int64_t k, int axis, bool largest) {
   Tensor values = new_tensor(shape, x.dtype());
   Tensor index = new_tensor(shape, DType::i64);
   dispatch_any(x.dtype(), [&]<typename T>() {
-    auto run = largest ? kernels::topk<true, T> : kernels::topk<false, T>;
+    auto run = largest ? book::topk<true, T> : book::topk<false, T>;
     run(values.data<T>(), index.data<std::int64_t>(), xc.data<T>(), l.outer, l.len, l.inner, k);
   });
   return {record_selection(values, "topk", xc, index, l, k), index};

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/scatter.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/engine/profiler.hpp"
+#include "framework/ops/scatter.hpp"
+#include "framework/engine/kernels.hpp"
 
 namespace headgrad::ops {
 namespace {
@@ -67,7 +67,7 @@ Tensor index_select(const Tensor& x, int axis, const Tensor& index) {
     if (!dx) return;
     const Tensor index = n.input(1);
     dispatch_float(dy.dtype(), "index_select", [&]<typename T>() {
-      kernels::index_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), outer, len, count,
+      book::index_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), outer, len, count,
                             inner);
     });
   });
@@ -120,7 +120,7 @@ Tensor gather(const Tensor& x, int axis, const Tensor& index) {
     if (!dx) return;
     const Tensor index = n.input(1);
     dispatch_float(dy.dtype(), "gather", [&]<typename T>() {
-      kernels::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), outer, len, count,
+      book::gather_add<T>(dx.data<T>(), dx.first_write, dy.data<T>(), index.data<std::int64_t>(), outer, len, count,
                              inner);
     });
   });

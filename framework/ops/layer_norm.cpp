@@ -1,11 +1,89 @@
-// layer_norm.cpp - LayerNorm over the last axis, fused: one pass forward, one pass backward
-// (the loops are kernels/layer_norm_rows.hpp).
+// layer_norm.cpp - LayerNorm over the last axis, fused: one pass forward, one pass backward, and
+// the same after a residual add (add_layer_norm).
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/layer_norm_rows.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/engine/profiler.hpp"
+
+namespace headgrad::book {
+
+// forward:  mean = sum_i x_i / D;  var = sum_i (x_i - mean)^2 / D (biased, as torch.nn.LayerNorm);
+//           rstd = 1 / sqrt(var + eps);  y_i = (x_i - mean) rstd w_i + b_i      (per row of D)
+//           stats = (mean, rstd) per row, kept for the backward. A row of finite values whose sum
+//           or squares overflow T (float32 from |x| ~ 1e19) is normalised as x / c, c a power of two
+//           near max |x| (an exact division): mean = c mean(x / c), rstd = 1 / sqrt(c^2 var(x / c) +
+//           eps), that sum never formed (it may not fit in T where its root does).
+template <typename T>
+void layer_norm_forward(T* y, T* stats, const T* x, const T* w, const T* b, std::int64_t rows, std::int64_t D, T eps) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * D;
+    auto moments = [&](T c, T& mean, T& var) { // of x / c, two passes
+      mean = var = 0;
+      for (std::int64_t i = 0; i < D; ++i) mean += xr[i] / c;
+      mean /= static_cast<T>(D);
+      for (std::int64_t i = 0; i < D; ++i) var += (xr[i] / c - mean) * (xr[i] / c - mean);
+      var /= static_cast<T>(D);
+    };
+    T mean, var, largest = 0;
+    moments(T(1), mean, var);
+    T rstd = T(1) / std::sqrt(var + eps);
+    for (std::int64_t i = 0; i < D; ++i) largest = std::max(largest, std::abs(xr[i]));
+    if (!std::isfinite(var) && std::isfinite(largest) && largest != T(0)) {
+      const T c = std::ldexp(T(1), std::ilogb(largest));
+      moments(c, mean, var);
+      mean *= c;
+      rstd = T(1) / std::hypot(c * std::sqrt(var), std::sqrt(eps));
+    }
+    for (std::int64_t i = 0; i < D; ++i) y[r * D + i] = (xr[i] - mean) * rstd * w[i] + b[i];
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+  }
+}
+HEADGRAD_BOOK_LOOP(layer_norm_forward);
+
+// s = a + b, then layer_norm_forward of s (s is kept: the backward's input).
+template <typename T>
+void add_layer_norm_forward(T* y, T* s, T* stats, const T* a, const T* b, const T* w, const T* bias, std::int64_t rows,
+                            std::int64_t D, T eps) {
+  for (std::int64_t i = 0; i < rows * D; ++i) s[i] = a[i] + b[i];
+  layer_norm_forward(y, stats, s, w, bias, rows, D, eps);
+}
+HEADGRAD_BOOK_LOOP(add_layer_norm_forward);
+
+// VJP:      xhat = (x - mean) rstd;  g = dy w;  dx = rstd (g - mean(g) - xhat mean(g xhat))
+//           dw = sum_rows dy xhat;  db = sum_rows dy          (layer_norm derives it)
+// Any of dx, dw, db may be null (not needed); each has its first_write flag.
+template <typename T>
+void layer_norm_backward(T* dx, bool dx_first, T* dw, bool dw_first, T* db, bool db_first, const T* dy, const T* x,
+                         const T* w, const T* stats, std::int64_t rows, std::int64_t D) {
+  for (std::int64_t i = 0; i < D; ++i) { // dw, db: one sum over the rows per element
+    T sw = 0, sb = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      sw += dy[r * D + i] * ((x[r * D + i] - stats[2 * r]) * stats[2 * r + 1]);
+      sb += dy[r * D + i];
+    }
+    if (dw) store_grad(dw[i], sw, dw_first);
+    if (db) store_grad(db[i], sb, db_first);
+  }
+  for (std::int64_t r = 0; r < rows && dx; ++r) {
+    const T mean = stats[2 * r], rstd = stats[2 * r + 1];
+    auto g = [&](std::int64_t i) { return dy[r * D + i] * w[i]; };
+    auto xhat = [&](std::int64_t i) { return (x[r * D + i] - mean) * rstd; };
+    T sg = 0, sgx = 0;
+    for (std::int64_t i = 0; i < D; ++i) {
+      sg += g(i);
+      sgx += g(i) * xhat(i);
+    }
+    const T mg = sg / static_cast<T>(D), mgx = sgx / static_cast<T>(D); // mean(g), mean(g xhat)
+    for (std::int64_t i = 0; i < D; ++i) store_grad(dx[r * D + i], rstd * (g(i) - mg - xhat(i) * mgx), dx_first);
+  }
+}
+HEADGRAD_BOOK_LOOP(layer_norm_backward);
+
+} // namespace headgrad::book
 
 namespace headgrad::ops {
 

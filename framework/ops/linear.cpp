@@ -3,12 +3,39 @@
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/elementwise.hpp"
-#include "framework/engine/kernels/gemm.hpp"
-#include "framework/engine/kernels/row_bias.hpp"
-#include "framework/engine/kernels/vector_math.hpp"
+#include "framework/engine/kernels.hpp"
+#include "framework/ops/map.hpp"
 #include "framework/ops/nn_ops.hpp"
-#include "framework/engine/profiler.hpp"
+
+// The book's loops of a bias added to every row of a (rows, cols) matrix and of its gradient, the
+// column sums (linear's forward fills y with b, or r + b, and its gemm adds x W^T with beta 1).
+namespace headgrad::book {
+
+// y[r, :] = b for every row.
+template <typename T> void fill_rows(T* y, const T* b, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) y[r * cols + c] = b[c];
+}
+HEADGRAD_BOOK_LOOP(fill_rows);
+
+// y[r, :] = res[r, :] + b for every row, or res alone when b is null.
+template <typename T> void add_rows(T* y, const T* res, const T* b, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) y[r * cols + c] = b ? res[r * cols + c] + b[c] : res[r * cols + c];
+}
+HEADGRAD_BOOK_LOOP(add_rows);
+
+// out[c] = or += sum_r x[r, c] (first_write: =): db = sum_rows dy.
+template <typename T> void column_sums(T* out, bool first_write, const T* x, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t c = 0; c < cols; ++c) {
+    T sum = 0;
+    for (std::int64_t r = 0; r < rows; ++r) sum += x[r * cols + c];
+    store_grad(out[c], sum, first_write);
+  }
+}
+HEADGRAD_BOOK_LOOP(column_sums);
+
+} // namespace headgrad::book
 
 namespace headgrad::ops {
 namespace {
@@ -86,7 +113,7 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Tensor xc = x.contiguous(), wc = weight.contiguous();
   Tensor out = linear_forward(xc, wc, bias, d);
   dispatch_float(out.dtype(), "linear_relu", [&]<typename T>() { // y = relu(z), in place over z
-    kernels::map_in_place<T>(out.data<T>(), out.numel(), [](T z) { return z > T(0) || z != z ? z : T(0); });
+    book::map_in_place<T>(out.data<T>(), out.numel(), [](T z) { return z > T(0) || z != z ? z : T(0); });
   });
   // forward: z = x W^T + b;  y = relu(z)            (the FFN's first layer, one pass less)
   // VJP:     dz = dy [y > 0]  (y > 0 exactly where z > 0), then linear's VJP with dz
@@ -94,8 +121,8 @@ Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return record(out, "linear_relu", {xc, wc, bias}, [y, d](Node& n, const Tensor& dy) {
     Tensor dz = new_tensor(dy.shape(), dy.dtype());
     dispatch_float(dy.dtype(), "linear_relu", [&]<typename T>() {
-      kernels::map_backward<T>(dz.data<T>(), true, dy.data<T>(), y.data<T>(), y.data<T>(), dy.numel(),
-                               [](T yv, T) { return static_cast<T>(yv > T(0)); });
+      book::map_backward<T>(dz.data<T>(), true, dy.data<T>(), y.data<T>(), y.data<T>(), dy.numel(),
+                            [](T yv, T) { return static_cast<T>(yv > T(0)); });
     });
     linear_backward(n, dz, d);
   });
@@ -127,7 +154,8 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias, Ge
     {
       OpPart part("gelu", true);
       dispatch_float(dy.dtype(), "linear_gelu", [&]<typename T>() {
-        kernels::mul_derivative<T>(dz.data<T>(), dy.data<T>(), dydz.data<T>(), dy.numel());
+        book::map_backward<T>(dz.data<T>(), true, dy.data<T>(), dydz.data<T>(), dydz.data<T>(), dy.numel(),
+                              [](T g, T) { return g; });
       });
     }
     linear_backward(n, dz, d);

@@ -1,7 +1,7 @@
 // ops.hpp - every differentiable op, as one function each. The forward and its backward live
 // together in the .cpp named in the comment; the derivative index is framework/ops/DERIVATIVES.md.
-// The ops with integer or bool results (comparisons, argmax, ...) are in compare.hpp, and the
-// sampling of indices (multinomial, sample_logits) in sampling.hpp, both included at the end.
+// The ops with integer or bool results (comparisons, argmax, ...) are in compare.hpp, included at
+// the end. (Drawing token indices, multinomial and sample_logits, is train/sample/sampling.hpp.)
 //
 // Semantics are PyTorch's (torch 1.13) unless a comment here says otherwise; the differences are
 // listed in DERIVATIVES.md too, and tests/test_differential.cpp replays a few thousand PyTorch
@@ -155,7 +155,6 @@ Tensor embedding(const Tensor& weight, const Tensor& tokens);
 } // namespace headgrad::ops
 
 #include "framework/ops/compare.hpp" // comparisons, logical ops, argmax, argmin: no gradient
-#include "framework/ops/sampling.hpp" // multinomial, sample_logits: int64 draws, no gradient
 
 namespace headgrad {
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }

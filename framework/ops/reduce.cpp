@@ -6,11 +6,33 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/core/broadcast.hpp"
-#include "framework/engine/kernels/accumulate.hpp"
-#include "framework/engine/kernels/moments.hpp"
+#include "framework/core/strided.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/reduced_axes.hpp"
-#include "framework/engine/profiler.hpp"
+
+namespace headgrad::book {
+
+// mean[r] = sum_k x[r, k] / len;  var[r] = sum_k (x[r, k] - mean[r])^2 / divisor (two passes), or
+// its square root (root: the standard deviation, rooted before rounding to T), for the rows of a
+// (rows, len) buffer. Accumulated in double: torch.var does so for float32 too, and so must we to
+// agree with it where the squares of float32 values overflow (|x| > 1.8e19) or cancel. divisor =
+// len - correction may be 0 (giving inf, or NaN for a zero sum, as PyTorch).
+template <typename T>
+void mean_var_rows(T* var, T* mean, const T* x, std::int64_t rows, std::int64_t len, double divisor, bool root) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * len;
+    double m = 0;
+    for (std::int64_t k = 0; k < len; ++k) m += static_cast<double>(xr[k]);
+    m /= static_cast<double>(len);
+    double s = 0;
+    for (std::int64_t k = 0; k < len; ++k) s += (static_cast<double>(xr[k]) - m) * (static_cast<double>(xr[k]) - m);
+    mean[r] = static_cast<T>(m);
+    var[r] = static_cast<T>(root ? std::sqrt(s / divisor) : s / divisor);
+  }
+}
+
+} // namespace headgrad::book
 
 namespace headgrad::ops {
 
@@ -22,7 +44,7 @@ Tensor sum_to(const Tensor& x, const Dims& shape) {
   OpTimer timer("sum_to");
   Tensor out = new_tensor(shape, x.dtype());
   dispatch_float(x.dtype(), "sum_to", [&]<typename T>() {
-    kernels::sum_into<T>(out.data<T>(), /*first_write=*/true, shape, x.data<T>(), x.shape(), x.strides(), T(1));
+    book::sum_into<T>(out.data<T>(), /*first_write=*/true, shape, x.data<T>(), x.shape(), x.strides(), T(1));
   });
   // forward: y[j] = sum of x[i] over the positions i that broadcast onto j
   // local:   dy_j/dx_i = 1 for those i
@@ -64,7 +86,7 @@ Tensor reduced_rows(const Tensor& x, const ReducedAxes& r) {
 static Tensor integer_sum(const Tensor& x, const Dims& kept) {
   const Tensor xi = to_dtype(x, DType::i64);
   Tensor out = new_tensor(kept, DType::i64);
-  kernels::sum_into<std::int64_t>(out.data<std::int64_t>(), /*first_write=*/true, kept, xi.data<std::int64_t>(),
+  book::sum_into<std::int64_t>(out.data<std::int64_t>(), /*first_write=*/true, kept, xi.data<std::int64_t>(),
                                   xi.shape(), xi.strides(), 1);
   return out;
 }
@@ -106,7 +128,7 @@ static Tensor moment(const Tensor& x, const Dims& axes, std::int64_t correction,
   // N - correction <= 0 divides by 0: inf, or NaN where the sum is 0 too, as PyTorch
   const double divisor = static_cast<double>(std::max<std::int64_t>(0, r.count - correction));
   dispatch_float(x.dtype(), name, [&]<typename T>() {
-    kernels::mean_var_rows<T>(out.data<T>(), mean.data<T>(), rows.data<T>(), r.kept.numel(), r.count, divisor, root);
+    book::mean_var_rows<T>(out.data<T>(), mean.data<T>(), rows.data<T>(), r.kept.numel(), r.count, divisor, root);
   });
   // forward: v = sum_k (x_k - m)^2 / max(0, N - c), m = mean_k x_k (over the reduced axes); y = v or sqrt(v)
   // local:   dv/dx_k = 2 (x_k - m) / (N - c)  (the term through m sums to zero and is left out, as

@@ -5,9 +5,8 @@
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/strided.hpp"
+#include "framework/core/strided.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 
@@ -15,7 +14,7 @@ namespace headgrad::ops {
 static void copy_into(const Tensor& dst, const Tensor& src) {
   dispatch_any(dst.dtype(), [&]<typename D>() {
     dispatch_any(src.dtype(), [&]<typename S>() {
-      kernels::copy_strided(dst.data<D>(), dst.strides(), src.data<S>(), src.strides(), src.shape());
+      book::copy_strided(dst.data<D>(), dst.strides(), src.data<S>(), src.strides(), src.shape());
     });
   });
 }
@@ -215,3 +214,22 @@ Tensor concat(const std::vector<Tensor>& xs, int axis) {
 }
 
 } // namespace headgrad::ops
+
+namespace headgrad {
+
+// Tensor's own conversions and views (tensor.hpp) are these ops.
+Tensor Tensor::to(DType d) const { return ops::to_dtype(*this, d); }
+Tensor Tensor::contiguous() const {
+  checked("Tensor::contiguous");
+  return is_contiguous() ? *this : ops::clone(*this);
+}
+Tensor Tensor::clone() const { return ops::clone(*this); }
+Tensor Tensor::reshape(const Dims& s) const { return ops::reshape(*this, s); }
+Tensor Tensor::view(const Dims& s) const { return ops::view(*this, s); }
+Tensor Tensor::permute(const Dims& order) const { return ops::permute(*this, order); }
+Tensor Tensor::transpose(int a, int b) const { return ops::transpose(*this, a, b); }
+Tensor Tensor::slice(int axis, std::int64_t start, std::int64_t stop) const {
+  return ops::slice(*this, axis, start, stop);
+}
+
+} // namespace headgrad

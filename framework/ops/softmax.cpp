@@ -1,15 +1,15 @@
-// softmax.cpp - softmax and log_softmax over the last axis (kernels/row_softmax.hpp) or any other
-// (kernels/axis_softmax.hpp), and logsumexp. The masked forms (valid_lens, causal, boolean) are in
-// masked_softmax.cpp and share the row kernels.
+// softmax.cpp - softmax and log_softmax over the last axis, over any other (the same ops on the
+// axis moved last), and logsumexp. The masked forms (valid_lens, causal, boolean) are in
+// masked_softmax.cpp and share its kernels.
+#include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/axis_softmax.hpp"
-#include "framework/engine/kernels/row_softmax.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/ops/attention_mask.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/reduced_axes.hpp"
-#include "framework/engine/profiler.hpp"
 
 namespace headgrad::ops {
 
@@ -37,65 +37,37 @@ Tensor softmax(const Tensor& x) {
   return softmax_rows(x, {}, "softmax");
 }
 
+// forward: y_i = (x_i - m) - log sum_j exp(x_j - m), m the row's max, in that order (PyTorch's):
+//          x - (m + log s) would round log s to the spacing of m (3e-3 relative at logits of 1e5 in
+//          float32). m, taken as a constant, changes no y: the composed ops' gradient is the VJP
+//          dx_k = dy_k - exp(y_k) sum_i dy_i. A NaN, or an all -inf row, makes the row NaN.
 Tensor log_softmax(const Tensor& x) {
   check_defined(x, "log_softmax", "x");
   if (x.dim() == 0) return as_one_row(x, [](const Tensor& r) { return log_softmax(r); });
-  OpTimer timer("log_softmax");
-  Tensor xc = x.contiguous();
-  Tensor out = new_tensor(x.shape(), x.dtype());
-  const std::int64_t cols = x.shape().back();
-  const std::int64_t rows = cols == 0 ? 0 : x.numel() / cols;
-  dispatch_float(x.dtype(), "log_softmax", [&]<typename T>() {
-    kernels::log_softmax_forward<T>(out.data<T>(), xc.data<T>(), rows, cols);
-  });
-  // forward: y_i = x_i - log sum_j exp(x_j)
-  // local:   dy_i/dx_k = delta_ik - softmax_k
-  // VJP:     dx_k += dy_k - exp(y_k) sum_i dy_i
-  // shapes:  x, y, dy, dx: (rows, cols)
-  const Tensor y = out.detach();
-  return record(out, "log_softmax", {x}, [y, rows, cols](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), "log_softmax", [&]<typename T>() {
-      kernels::log_softmax_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), rows, cols);
-    });
-  });
+  dispatch_float(x.dtype(), "log_softmax", []<typename T>() {}); // (a float32 or float64 x, or the op's error)
+  if (x.numel() == 0) return clone(x); // rows of no elements (or no rows): nothing to normalise
+  const Tensor z = sub(x, max(x, -1, /*keepdim=*/true).detach());
+  return sub(z, log(sum(exp(z), {-1}, /*keepdim=*/true)));
 }
 
-// softmax (log = false) or log_softmax along an axis that is not the last: the same formulas over
-// the (outer, len, inner) layout, kernels/axis_softmax.hpp.
-static Tensor softmax_along(const Tensor& x, int axis, bool log, const char* name) {
-  const AxisLayout l = axis_layout(x.shape(), axis);
-  OpTimer timer(name);
-  Tensor xc = x.contiguous();
-  Tensor out = new_tensor(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), name, [&]<typename T>() {
-    if (log) kernels::log_softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
-    else kernels::softmax_axis_forward<T>(out.data<T>(), xc.data<T>(), l.outer, l.len, l.inner);
-  });
-  // forward: y_k = exp(x_k) / sum_j exp(x_j)   or   y_k = x_k - log sum_j exp(x_j)   (along `axis`)
-  // VJP:     dx_k += y_k (dy_k - sum_j dy_j y_j)  or  dx_k += dy_k - exp(y_k) sum_j dy_j
-  // shapes:  x, y, dy, dx: (outer, len, inner)
-  const Tensor y = out.detach();
-  return record(out, name, {x}, [y, l, log, name](Node& n, const Tensor& dy) {
-    const GradBuffer dx = n.grad_buffer(0);
-    dispatch_float(dy.dtype(), name, [&]<typename T>() {
-      auto backward = log ? kernels::log_softmax_axis_backward<T> : kernels::softmax_axis_backward<T>;
-      backward(dx.data<T>(), dx.first_write, dy.data<T>(), y.data<T>(), l.outer, l.len, l.inner);
-    });
-  });
+// softmax (log = false) or log_softmax along an axis that is not the last: the last-axis op on x with
+// that axis moved last, then moved back (its gradient goes back through both moves).
+static Tensor softmax_along(const Tensor& x, int axis, bool log) {
+  const Tensor last = transpose(x, axis, -1);
+  return transpose(log ? log_softmax(last) : softmax(last), axis, -1);
 }
 
 Tensor softmax(const Tensor& x, int axis) {
   check_defined(x, "softmax", "x");
   axis = softmax_axis(x, axis, "softmax");
-  return x.dim() == 0 || axis == x.dim() - 1 ? softmax(x) : softmax_along(x, axis, false, "softmax");
+  return x.dim() == 0 || axis == x.dim() - 1 ? softmax(x) : softmax_along(x, axis, false);
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
   check_defined(x, "log_softmax", "x");
   axis = softmax_axis(x, axis, "log_softmax");
   if (x.dim() == 0) return log_softmax(x);
-  return axis == x.dim() - 1 ? log_softmax(x) : softmax_along(x, axis, true, "log_softmax");
+  return axis == x.dim() - 1 ? log_softmax(x) : softmax_along(x, axis, true);
 }
 
 Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
@@ -105,7 +77,14 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
   const Tensor rows = reduced_rows(x, r); // (kept elements, count)
   Tensor out = new_tensor(r.kept, x.dtype());
   dispatch_float(x.dtype(), "logsumexp", [&]<typename T>() {
-    kernels::logsumexp_axis<T>(out.data<T>(), rows.data<T>(), r.kept.numel(), r.count, 1, /*shift_infinite=*/true);
+    for (std::int64_t i = 0, n = r.kept.numel(); i < n; ++i) { // y = m + log sum_k exp(x_k - m), m the row's max
+      const T* xr = rows.data<T>() + i * r.count;
+      T m = r.count == 0 ? T(0) : *std::max_element(xr, xr + r.count); // (a NaN it skips reaches the sum)
+      if (std::isinf(m)) m = 0; // PyTorch's: -inf for an all -inf row, +inf for a row holding +inf
+      T s = 0;
+      for (std::int64_t k = 0; k < r.count; ++k) s += std::exp(xr[k] - m);
+      out.data<T>()[i] = m + std::log(s);
+    }
   });
   // forward: y = log sum_k exp(x_k)        (over the reduced axes; PyTorch's shift: -inf for an all
   //                                          -inf row, +inf for a row holding +inf)

@@ -4,13 +4,57 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <fmt/format.h>
 
 #include "framework/core/autograd.hpp"
-#include "framework/engine/kernels/elementwise.hpp"
-#include "framework/engine/kernels/vector_math.hpp"
+#include "framework/engine/kernels.hpp"
+#include "framework/ops/map.hpp"
 #include "framework/ops/ops.hpp"
-#include "framework/engine/profiler.hpp"
+
+// The book's loops of the kernels exp, log and tanh run (kernels::exp_n, log_n, tanh_n: the
+// engine's are SLEEF's vector functions, within 1 ulp), and of GELU's forms with their derivative
+// (kernels::gelu_rows; the formulas are gelu's, below).
+namespace headgrad::book {
+
+template <typename T> void exp_n(T* y, const T* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+template <typename T> void log_n(T* y, const T* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = std::log(x[i]);
+}
+template <typename T> void tanh_n(T* y, const T* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+}
+HEADGRAD_BOOK_LOOP(exp_n);
+HEADGRAD_BOOK_LOOP(log_n);
+HEADGRAD_BOOK_LOOP(tanh_n);
+
+// u = z + bias[c] (no bias: u = z), y = gelu(u) and, when dydu is not null, dydu = gelu'(u), for a
+// (rows, cols) buffer. y may be z.
+template <typename T>
+void gelu_rows(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std::int64_t cols, kernels::GeluForm form) {
+  const T c = std::sqrt(T(2) / std::numbers::pi_v<T>), kappa = T(0.044715);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::int64_t at = r * cols + j;
+      const T u = bias ? z[at] + bias[j] : z[at];
+      T phi_term, d; // y = u * phi_term; d = dy/du
+      if (form == kernels::GeluForm::erf) {
+        phi_term = T(0.5) * (T(1) + std::erf(u / std::numbers::sqrt2_v<T>));                       // Phi(u)
+        d = phi_term + u * std::exp(-u * u / 2) / std::sqrt(2 * std::numbers::pi_v<T>);            // + u phi(u)
+      } else {
+        const T th = std::tanh(c * (u + kappa * u * u * u));
+        phi_term = T(0.5) * (T(1) + th);
+        d = phi_term + T(0.5) * u * (T(1) - th * th) * c * (T(1) + 3 * kappa * u * u);
+      }
+      y[at] = u * phi_term;
+      if (dydu) dydu[at] = d;
+    }
+}
+HEADGRAD_BOOK_LOOP(gelu_rows);
+
+} // namespace headgrad::book
 
 namespace headgrad::ops {
 namespace {
@@ -24,7 +68,7 @@ void forward_values(T* y, const T* x, std::int64_t n, const Op&) {
   Op::template f_n<T>(y, x, n);
 }
 template <typename T, typename Op> void forward_values(T* y, const T* x, std::int64_t n, const Op& op) {
-  kernels::map<T>(y, x, n, [&op](T v) { return op.template f<T>(v); });
+  book::map<T>(y, x, n, [&op](T v) { return op.template f<T>(v); });
 }
 
 // Op::f(x) -> y, or Op::f_n(y, x, n) over the whole buffer (a vectorised kernel), and
@@ -42,8 +86,8 @@ template <typename Op> Tensor unary(const Tensor& x, const Op& op, const char* n
     const GradBuffer dx = n.grad_buffer(0);
     const Tensor x = n.input(0);
     dispatch_float(dy.dtype(), name, [&]<typename T>() {
-      kernels::map_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), x.data<T>(), y.data<T>(), dy.numel(),
-                               [&op](T xv, T yv) { return op.template df<T>(xv, yv); });
+      book::map_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), x.data<T>(), y.data<T>(), dy.numel(),
+                            [&op](T xv, T yv) { return op.template df<T>(xv, yv); });
     });
   });
 }
@@ -138,8 +182,8 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate) {
   return record(out, "gelu", {xc}, [dydx](Node& n, const Tensor& dy) {
     const GradBuffer dx = n.grad_buffer(0);
     dispatch_float(dy.dtype(), "gelu", [&]<typename T>() {
-      kernels::map_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), dydx.data<T>(), dydx.data<T>(), dy.numel(),
-                               [](T d, T) { return d; });
+      book::map_backward<T>(dx.data<T>(), dx.first_write, dy.data<T>(), dydx.data<T>(), dydx.data<T>(), dy.numel(),
+                            [](T d, T) { return d; });
     });
   });
 }

@@ -4,10 +4,10 @@
 
 #include "framework/core/autograd.hpp"
 #include "framework/core/broadcast.hpp"
-#include "framework/engine/kernels/elementwise.hpp"
+#include "framework/ops/map.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/promotion.hpp"
-#include "framework/engine/profiler.hpp"
+#include "framework/engine/kernels.hpp"
 
 namespace headgrad::ops {
 namespace {
@@ -23,9 +23,9 @@ Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b, const Dims& 
   OpTimer timer(name);
   Tensor out = new_tensor(s, a.dtype());
   dispatch_any(a.dtype(), [&]<typename T>() {
-    kernels::where_broadcast<T>(out.data<T>(), cond.data<bool>(), broadcast_strides(cond.shape(), cond.strides(), s),
-                                a.data<T>(), broadcast_strides(a.shape(), a.strides(), s), b.data<T>(),
-                                broadcast_strides(b.shape(), b.strides(), s), s);
+    book::where_broadcast<T>(out.data<T>(), cond.data<bool>(), broadcast_strides(cond.shape(), cond.strides(), s),
+                             a.data<T>(), broadcast_strides(a.shape(), a.strides(), s), b.data<T>(),
+                             broadcast_strides(b.shape(), b.strides(), s), s);
   });
   return out;
 }

@@ -9,15 +9,52 @@
 #include <optional>
 #include <type_traits>
 
-#include "framework/engine/kernels/adam_update.hpp"
-#include "framework/engine/kernels/parallel.hpp"
-#include "framework/engine/kernels/vec_math.hpp"
-#include "framework/engine/runtime/spin_pool.hpp"
+#include "framework/engine/kernels.hpp"
+
+// The book's loops of the Adam update and of the gradient norm's sums of squares.
+namespace headgrad::book {
+
+// One parameter's Adam / AdamW update, element by element (torch.optim.Adam and AdamW, PyTorch 1.13,
+// single-tensor path; c holds the step's scalars, formed by optim::Adam::step):
+//   g = sign grad_scale grad                    (sign -1 with maximize; grad_scale: clipping)
+//   AdamW: w *= 1 - lr wd        Adam: g += wd w
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  AMSGrad (vmax not null): vmax = max(vmax, v)
+//   w -= step_size m / (sqrt(v, or vmax) / sqrt(bias_correction2) + eps)
+template <typename T>
+void adam_update(T* w, const T* gr, T* m, T* v, T* vmax, std::int64_t n, const kernels::AdamScalars<T>& c) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    T g = c.sign * (gr[k] * c.grad_scale);
+    if (c.decoupled) w[k] = w[k] * c.decay;
+    else g = g + c.wd * w[k];
+    m[k] = c.b1 * m[k] + c.one_minus_b1 * g;
+    v[k] = c.b2 * v[k] + c.one_minus_b2 * g * g;
+    if (vmax) vmax[k] = vmax[k] > v[k] || vmax[k] != vmax[k] ? vmax[k] : v[k]; // torch.maximum: a NaN wins
+    w[k] = w[k] - c.step_size * m[k] / (std::sqrt(vmax ? vmax[k] : v[k]) / c.bc2_sqrt + c.eps);
+  }
+}
+HEADGRAD_BOOK_LOOP(adam_update);
+
+// sum_i x[i]^2, in double (the gradient norm of clip_grad_norm).
+template <typename T> double square_sum(const T* x, std::int64_t n) {
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return sum;
+}
+HEADGRAD_BOOK_LOOP(square_sum);
+
+} // namespace headgrad::book
 
 namespace headgrad::optim {
 namespace {
 
-using kernels::fused_multiply_add; // a * b + c rounded once, as PyTorch's vectorised kernels (adam_update.hpp)
+// a * b + c rounded once, as PyTorch's vectorised CPU kernels compute `self + alpha * other`
+// (add_, add with alpha: Vectorized::fmadd). For float32 the product of two floats is exact in
+// double, so the double sum rounded to float is that fused result (a second rounding could differ
+// only on an exact tie, about once in 2^29 operations); std::fma is exact by definition.
+template <typename T> T fused_multiply_add(T a, T b, T c) {
+  if constexpr (std::is_same_v<T, float>) return static_cast<float>(double(a) * double(b) + double(c));
+  else return std::fma(a, b, c);
+}
 
 // Looks up `name` in a state list and checks its shape and dtype against `dst`; returns the
 // entry. Loading checks every entry first and copies afterwards, so a refused state changes nothing.
@@ -52,35 +89,6 @@ std::optional<std::int64_t> find_step(const nn::NamedTensors& state, const std::
     }
   if (required) throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is missing", source, name));
   return std::nullopt;
-}
-
-// An elementwise update of several parameters as one parallel loop: parameter j's elements
-// [0, sizes[j]) cut into chunks of at most kChunk, and all the chunks of all the parameters
-// shared over the threads; update(j, begin, end) does one chunk. Each element is updated on its
-// own, so how the chunks fall changes no bit. One parallel region per step instead of one per
-// parameter (waking sleeping threads costs tens of microseconds each time), and the parameters
-// too small to split no longer run on one thread while the others wait. Measured on the text
-// model's 810,240 parameters in 27 tensors, 2 threads: AdamW's step 1.27 -> 1.20 ms (it moves 28
-// bytes per parameter: ~19 GB/s, the memory's pace), the gradient clipping 0.30 -> 0.19 ms. (Each
-// chunk's update is a kernel on the calling thread: kernels/adam_update.hpp.)
-void for_chunks(const std::vector<std::int64_t>& sizes, std::int64_t cost,
-                const std::function<void(std::size_t, std::int64_t, std::int64_t)>& update) {
-  constexpr std::int64_t kChunk = 8192;
-  struct Chunk {
-    std::size_t job;
-    std::int64_t begin, end;
-  };
-  std::vector<Chunk> chunks;
-  std::int64_t total = 0;
-  for (std::size_t j = 0; j < sizes.size(); ++j) {
-    for (std::int64_t b = 0; b < sizes[j]; b += kChunk) chunks.push_back({j, b, std::min(sizes[j], b + kChunk)});
-    total += sizes[j];
-  }
-  const auto count = static_cast<std::int64_t>(chunks.size());
-  runtime::parallel_for(count, count > 1 && kernels::worth_threads(total, cost), [&](std::int64_t i) {
-    const Chunk& c = chunks[static_cast<std::size_t>(i)];
-    update(c.job, c.begin, c.end);
-  });
 }
 
 } // namespace
@@ -193,7 +201,7 @@ Adam::Adam(nn::NamedTensors params, AdamOptions opt) : Optimizer(std::move(param
 
 void Adam::step() {
   ++t_;
-  // each parameter's update over chunks of its elements (for_chunks): jobs[j] updates [b, e)
+  // each parameter's update over chunks of its elements (kernels::parallel_chunks): jobs[j] updates [b, e)
   std::vector<std::function<void(std::int64_t, std::int64_t)>> jobs;
   std::vector<std::int64_t> sizes;
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -220,13 +228,13 @@ void Adam::step() {
       const T decay = static_cast<T>(1.0 - lr_ * opt_.weight_decay);
       const kernels::AdamScalars<T> c{b1, b2, one_minus_b1, one_minus_b2, eps, wd, ss, bcs, decay,
                                       opt_.maximize ? T(-1) : T(1), opt_.decoupled, static_cast<T>(grad_scale_)};
-      jobs.push_back([=](std::int64_t b, std::int64_t e) { // per element: kernels/adam_update.hpp
+      jobs.push_back([=](std::int64_t b, std::int64_t e) { // per element: kernels::adam_update
         kernels::adam_update<T>(w + b, gr + b, m + b, v + b, vmax ? vmax + b : nullptr, e - b, c);
       });
       sizes.push_back(p.numel());
     });
   }
-  for_chunks(sizes, 4, [&jobs](std::size_t j, std::int64_t b, std::int64_t e) { jobs[j](b, e); });
+  kernels::parallel_chunks(sizes, 4, [&jobs](std::size_t j, std::int64_t b, std::int64_t e) { jobs[j](b, e); });
 }
 
 nn::NamedTensors Adam::state() const {
@@ -258,13 +266,8 @@ void Adam::load_state(const nn::NamedTensors& state, const std::string& source) 
 
 double grad_square_sum(const Tensor& g) {
   double sum = 0;
-  dispatch_float(g.dtype(), "clip_grad_norm", [&]<typename T>() {
-    const T* d = g.data<T>();
-    // in double, over independent partial sums (one dependent add per element is latency-bound)
-    sum = kernels::sum_lanes_fn<double>(g.numel(), [d](std::int64_t i) {
-      return static_cast<double>(d[i]) * static_cast<double>(d[i]);
-    });
-  });
+  dispatch_float(g.dtype(), "clip_grad_norm",
+                 [&]<typename T>() { sum = kernels::square_sum<T>(g.data<T>(), g.numel()); });
   return sum;
 }
 
@@ -289,7 +292,7 @@ double grad_norm(const std::vector<Tensor>& params) {
   }
   std::vector<double> sums(grads.size());
   const auto count = static_cast<std::int64_t>(grads.size());
-  runtime::parallel_for(count, count > 1 && kernels::worth_threads(total, 2), [&](std::int64_t j) {
+  kernels::parallel_tasks(count, total, 2, [&](std::int64_t j) {
     sums[static_cast<std::size_t>(j)] = grad_square_sum(grads[static_cast<std::size_t>(j)]);
   });
   return norm_of_square_sums(sums);
@@ -319,7 +322,7 @@ void scale_to_max_norm(const std::vector<Tensor>& params, double max_norm, doubl
     });
     sizes.push_back(g.numel());
   }
-  for_chunks(sizes, 1, [&jobs](std::size_t j, std::int64_t b, std::int64_t e) { jobs[j](b, e); });
+  kernels::parallel_chunks(sizes, 1, [&jobs](std::size_t j, std::int64_t b, std::int64_t e) { jobs[j](b, e); });
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {

@@ -27,8 +27,8 @@ void check_one(Generator& g, bool split, BlasCheckResult& r) {
   for (auto& x : b) x = static_cast<T>(g.normal());
   for (auto& x : c) x = static_cast<T>(g.normal());
   const std::vector<T> c0 = c;
-  if (split) kernels::gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
-  else kernels::blas_gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+  if (split) engine::gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+  else engine::blas_gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
   const long double u = std::numeric_limits<T>::epsilon() / 2;
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {

@@ -3,7 +3,7 @@
 // Choosing an OpenBLAS kernel for the user (framework/engine/runtime/startup.hpp) is only safe if the chosen kernel gives
 // correct products on this CPU. This runs random gemms - all four transpose combinations, padded
 // leading dimensions, alpha and beta, sizes 1..160 - in float and double, both as one BLAS call and
-// through headgrad's threaded split (kernels::gemm), against a plain long-double loop, and checks
+// through headgrad's threaded split (engine::gemm), against a plain long-double loop, and checks
 // each element against twice the worst-case rounding bound of a k-term dot product:
 //   |c - ref| <= 2 (k + 2) u (|alpha| sum_k |a_ik b_kj| + |beta c_ij|),  u = unit round-off
 // (the factor 2 covers kernels that round alpha * a before the product, or use FMA). A wrong

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "framework/engine/runtime/threads.hpp"
-#include "models/generate.hpp"
+#include "train/sample/generate.hpp"
 #include "train/run/checkpoint.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"

@@ -11,6 +11,7 @@
 #include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "framework/engine/profiler.hpp"
 #include "framework/engine/runtime/startup.hpp"
 #include "framework/engine/runtime/threads.hpp"

@@ -1,24 +1,19 @@
 // adam_update.hpp - one parameter's Adam / AdamW update (torch.optim.Adam, torch.optim.AdamW in
 // PyTorch 1.13, single-tensor path), element by element. optim::Adam::step forms the scalars and
-// calls it for each parameter; built per instruction set (framework/engine/kernels/isa/), since the loop
+// calls it for each chunk of each parameter; built per instruction set (framework/engine/kernels/isa/), since the loop
 // is a sqrt, a division and ~10 flops per element over every parameter each step.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/kernels/isa_namespace.hpp"
 #include "framework/engine/kernels/vec_math.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 
-// The scalars of one parameter's step, rounded to T (see optim::Adam::step).
-template <typename T> struct AdamScalars {
-  T b1, b2, one_minus_b1, one_minus_b2, eps, wd, step_size, bc2_sqrt, decay;
-  T sign; // -1 with maximize: grad = -grad (exact, as the negation)
-  bool decoupled;
-  T grad_scale = 1; // the gradient is read times this (clipping folded in: the product clip_grad_norm would store)
-};
+using kernels::AdamScalars; // (the seam's: kernels.hpp)
 
 HEADGRAD_ISA_BEGIN
 
@@ -61,12 +56,4 @@ void adam_update(T* w, const T* gr, T* m, T* v, T* vmax, std::int64_t n, const A
 
 HEADGRAD_ISA_END
 
-// Outside the copies built per instruction set, the float and double instances are the active
-// copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
-#ifndef HEADGRAD_ISA_NS
-template <> void adam_update<float>(float* w, const float* gr, float* m, float* v, float* vmax, std::int64_t n,
-                                    const AdamScalars<float>& c);
-template <> void adam_update<double>(double* w, const double* gr, double* m, double* v, double* vmax, std::int64_t n,
-                                     const AdamScalars<double>& c);
-#endif
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -20,7 +20,7 @@
 
 #include "framework/engine/kernels/isa_namespace.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 
 // One pair's matrices: Q (Tq x dh), K and V (Tk x dh), each with its row stride; query row i keeps
 // keys j < lens[i] (lens null: every key).
@@ -54,10 +54,4 @@ bool attention_rows_backward(T* dQ, bool q_first, T* dK, bool k_first, T* dV, bo
 
 HEADGRAD_ISA_END
 
-// Outside the copies built per instruction set, whether the active copy's row kernels take a pair
-// (kernels/kernel_dispatch.cpp): what a test asks to know that it checks them, not the gemms.
-#ifndef HEADGRAD_ISA_NS
-template <> bool attention_rows_fit<float>(std::int64_t Tk, std::int64_t dh);
-template <> bool attention_rows_fit<double>(std::int64_t Tk, std::int64_t dh);
-#endif
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -8,7 +8,7 @@
 #include "framework/engine/kernels/isa_namespace.hpp"
 #include "framework/engine/kernels/vec_math.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // probs[r] = softmax(x[r]) for every row (kept for the backward). For the rows with weight[r] != 0
@@ -57,16 +57,4 @@ void cross_entropy_backward(T* dx, bool first_write, const T* probs, const std::
 
 HEADGRAD_ISA_END
 
-// Outside the copies built per instruction set (framework/engine/kernels/isa/), the float and double
-// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
-#ifndef HEADGRAD_ISA_NS
-#define HEADGRAD_CROSS_ENTROPY_INSTANCES(T) \
-  template <> double cross_entropy_forward<T>(T* probs, T* row_loss, const T* x, const std::int64_t* target, \
-      const double* weight, std::int64_t rows, std::int64_t V); \
-  template <> void cross_entropy_backward<T>(T* dx, bool first_write, const T* probs, const std::int64_t* target, \
-      const T* row_scale, std::int64_t rows, std::int64_t V);
-HEADGRAD_CROSS_ENTROPY_INSTANCES(float)
-HEADGRAD_CROSS_ENTROPY_INSTANCES(double)
-#undef HEADGRAD_CROSS_ENTROPY_INSTANCES
-#endif
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

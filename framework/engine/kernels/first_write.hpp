@@ -9,7 +9,7 @@
 
 #include "framework/engine/kernels/isa_namespace.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // dst = v on the first write, dst += v after it.
@@ -19,4 +19,4 @@ template <typename T> inline void store_grad(T& dst, T v, bool first_write) { ds
 template <typename T> constexpr T first_write_beta(bool first_write) { return first_write ? T(0) : T(1); }
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -14,7 +14,7 @@
 #include "framework/engine/kernels/isa_namespace.hpp"
 #include "framework/engine/runtime/startup.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // One BLAS call on the calling thread (no splitting; BLAS's own threading as configured).
@@ -94,4 +94,4 @@ void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T al
 }
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -8,15 +8,14 @@
 // gradient) runs in order, each gemm split over the threads by gemm() itself.
 #pragma once
 #include <cstdint>
-#include <vector>
 
 #include "framework/engine/kernels/gemm.hpp"
 #include "framework/engine/kernels/isa_namespace.hpp"
 #include "framework/engine/kernels/small_gemm.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 
-// One gemm of the batch: element offsets of its A, B and C.
+// One gemm of a batch: element offsets of its A, B and C.
 struct BatchOffsets {
   std::int64_t a, b, c;
 };
@@ -31,17 +30,16 @@ bool batch_in_parallel(std::int64_t count, std::int64_t m, std::int64_t n, std::
 bool small_batch_in_parallel(std::int64_t count, std::int64_t m, std::int64_t n, std::int64_t k,
                              bool distinct_outputs);
 
-// C_i = alpha op(A_i) op(B_i) + beta C_i for every offset triple.
+// C_i = alpha op(A_i) op(B_i) + beta C_i for each of the `count` offset triples.
 template <typename T>
 void gemm_batched(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
                   std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc,
-                  const std::vector<BatchOffsets>& offsets, bool distinct_outputs) {
-  const auto count = static_cast<std::int64_t>(offsets.size());
+                  const BatchOffsets* offsets, std::int64_t count, bool distinct_outputs) {
   const bool tiny = m <= kSmallGemmMax && n <= kSmallGemmMax && k <= kSmallGemmMax;
   const bool parallel = tiny ? small_batch_in_parallel(count, m, n, k, distinct_outputs)
                              : batch_in_parallel(count, m, n, k, distinct_outputs);
   auto one = [&](std::int64_t i) {
-    const BatchOffsets& o = offsets[static_cast<std::size_t>(i)];
+    const BatchOffsets& o = offsets[i];
     if (tiny) small_gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc);
     else if (parallel) blas_gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc); // whole
     else gemm(ta, tb, m, n, k, alpha, a + o.a, lda, b + o.b, ldb, beta, c + o.c, ldc); // may split itself
@@ -53,4 +51,4 @@ void gemm_batched(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
 }
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -4,7 +4,7 @@
 
 #include "framework/engine/kernels/gemm_batched.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN // also built per instruction set, for attention's copies (isa_namespace.hpp)
 
 namespace {
@@ -42,4 +42,4 @@ void run_blas_parallel(std::int64_t count, void (*fn)(void* ctx, std::int64_t i)
 }
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -11,7 +11,7 @@
 #include "framework/engine/kernels/parallel.hpp"
 #include "framework/engine/kernels/vec_math.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // The mean and 1 / sqrt(var + eps) of a row of finite values whose sum or squared deviations
@@ -123,18 +123,4 @@ void layer_norm_backward(T* dx, bool dx_first, T* dw, bool dw_first, T* db, bool
 
 HEADGRAD_ISA_END
 
-// Outside the copies built per instruction set (framework/engine/kernels/isa/), the float and double
-// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
-#ifndef HEADGRAD_ISA_NS
-#define HEADGRAD_LAYER_NORM_INSTANCES(T) \
-  template <> void layer_norm_forward<T>(T* y, T* stats, const T* x, const T* w, const T* b, std::int64_t rows, \
-      std::int64_t D, T eps); \
-  template <> void add_layer_norm_forward<T>(T* y, T* s, T* stats, const T* a, const T* b, const T* w, \
-      const T* bias, std::int64_t rows, std::int64_t D, T eps); \
-  template <> void layer_norm_backward<T>(T* dx, bool dx_first, T* dw, bool dw_first, T* db, bool db_first, \
-      const T* dy, const T* x, const T* w, const T* stats, std::int64_t rows, std::int64_t D);
-HEADGRAD_LAYER_NORM_INSTANCES(float)
-HEADGRAD_LAYER_NORM_INSTANCES(double)
-#undef HEADGRAD_LAYER_NORM_INSTANCES
-#endif
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

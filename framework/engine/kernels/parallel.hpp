@@ -3,20 +3,20 @@
 #pragma once
 #include <cstdint>
 
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/kernels/isa_namespace.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
-// A loop is split over the threads once its work reaches kParallelWork simple operations (2^18,
-// 1 MiB of floats added once). Waking a sleeping OpenMP thread (OMP_WAIT_POLICY=PASSIVE) costs
-// tens of microseconds, a pass of 2^18 adds about as much: the default model's 1024 x 64
+// A loop is split over the threads once its work reaches kernels::kParallelWork simple operations
+// (the seam's rule, which the book's parallel_for follows too): the default model's 1024 x 64
 // activations stay on one thread, the large bench config's 2048 x 1024 FFN activations split.
-inline constexpr std::int64_t kParallelWork = std::int64_t{1} << 18;
-
 // `elements` items costing about `cost` simple operations each: 1 for an add or a copy, 4 for a
 // layer-norm or Adam element, 8 for a softmax element (its exp).
-inline bool worth_threads(std::int64_t elements, std::int64_t cost = 1) { return elements * cost >= kParallelWork; }
+inline bool worth_threads(std::int64_t elements, std::int64_t cost = 1) {
+  return elements * cost >= kernels::kParallelWork;
+}
 
 // Threads that are awake already - a runtime::SpinPool's, spinning between a training step's
 // phases - take a loop for a few microseconds, so far less work is worth them: 2^14 operations
@@ -27,4 +27,4 @@ inline bool worth_awake_threads(std::int64_t elements, std::int64_t cost = 1) {
 }
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

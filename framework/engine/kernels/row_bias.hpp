@@ -7,7 +7,7 @@
 #include "framework/engine/kernels/isa_namespace.hpp"
 #include "framework/engine/kernels/parallel.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // y[r, :] = b for every row (linear's gemm then adds x W^T with beta 1).
@@ -45,15 +45,4 @@ template <typename T> void column_sums(T* out, bool first_write, const T* x, std
 
 HEADGRAD_ISA_END
 
-// Outside the copies built per instruction set (framework/engine/kernels/isa/), the float and double
-// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
-#ifndef HEADGRAD_ISA_NS
-#define HEADGRAD_ROW_BIAS_INSTANCES(T) \
-  template <> void fill_rows<T>(T* y, const T* b, std::int64_t rows, std::int64_t cols); \
-  template <> void add_rows<T>(T* y, const T* res, const T* b, std::int64_t rows, std::int64_t cols); \
-  template <> void column_sums<T>(T* out, bool first_write, const T* x, std::int64_t rows, std::int64_t cols);
-HEADGRAD_ROW_BIAS_INSTANCES(float)
-HEADGRAD_ROW_BIAS_INSTANCES(double)
-#undef HEADGRAD_ROW_BIAS_INSTANCES
-#endif
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

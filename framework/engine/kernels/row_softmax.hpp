@@ -1,5 +1,5 @@
 // row_softmax.hpp - softmax over the rows of a (rows, cols) buffer: plain, length-masked and
-// boolean-masked in one kernel pair, and log-softmax. Outputs first (with a backward's
+// boolean-masked in one kernel pair. Outputs first (with a backward's
 // first_write flag), then inputs, then sizes (llm.c's order).
 #pragma once
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include "framework/engine/kernels/parallel.hpp"
 #include "framework/engine/kernels/vec_math.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // One row: yr[:] = softmax over the kept keys of xr, 0 elsewhere.
@@ -139,56 +139,6 @@ void softmax_backward(T* dx, bool first_write, const T* dy, const T* y, const st
   }
 }
 
-// y = (x - max) - log(sum exp(x - max)) per row, in that order (PyTorch's): x - (max + log s)
-// would round log s to the spacing of max, 3e-3 relative at logits of 1e5 in float32. A NaN in
-// the row makes it NaN (through s); an all -inf row is NaN too, as in PyTorch.
-template <typename T> void log_softmax_forward(T* y, const T* x, std::int64_t rows, std::int64_t cols) {
-#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    const T m = max_lanes(xr, cols);
-    T s = 0;
-    for (std::int64_t j = 0; j < cols; ++j) s += std::exp(xr[j] - m);
-    const T log_s = std::log(s);
-    for (std::int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) - log_s;
-  }
-}
-
-// forward:  y_i = x_i - log sum_j exp(x_j)
-// local:    dy_i/dx_k = delta_ik - softmax_k
-// VJP:      dx_k += dy_k - exp(y_k) * sum_i dy_i
-// shapes:   x, y, dy, dx: (rows, cols)
-template <typename T>
-void log_softmax_backward(T* dx, bool first_write, const T* dy, const T* y, std::int64_t rows, std::int64_t cols) {
-#pragma omp parallel for schedule(static) if (worth_threads(rows * cols, 8))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* yr = y + r * cols;
-    const T* gr = dy + r * cols;
-    T* dr = dx + r * cols;
-    const T s = sum_lanes(gr, cols);
-    if (first_write)
-      for (std::int64_t j = 0; j < cols; ++j) dr[j] = gr[j] - std::exp(yr[j]) * s;
-    else
-      for (std::int64_t j = 0; j < cols; ++j) dr[j] += gr[j] - std::exp(yr[j]) * s;
-  }
-}
-
 HEADGRAD_ISA_END
 
-// Outside the copies built per instruction set (framework/engine/kernels/isa/), the float and double
-// instances are the active copy's (kernels/kernel_dispatch.cpp, runtime::active_isa()).
-#ifndef HEADGRAD_ISA_NS
-#define HEADGRAD_ROW_SOFTMAX_INSTANCES(T) \
-  template <> void softmax_forward<T>(T* y, const T* x, const std::int64_t* lens, const std::uint8_t* keep, \
-      std::int64_t rows, std::int64_t cols); \
-  template <> void softmax_backward<T>(T* dx, bool first_write, const T* dy, const T* y, \
-      const std::int64_t* lens, const std::uint8_t* keep, std::int64_t rows, std::int64_t cols); \
-  template <> void log_softmax_forward<T>(T* y, const T* x, std::int64_t rows, std::int64_t cols); \
-  template <> void log_softmax_backward<T>(T* dx, bool first_write, const T* dy, const T* y, std::int64_t rows, \
-      std::int64_t cols);
-HEADGRAD_ROW_SOFTMAX_INSTANCES(float)
-HEADGRAD_ROW_SOFTMAX_INSTANCES(double)
-#undef HEADGRAD_ROW_SOFTMAX_INSTANCES
-#endif
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

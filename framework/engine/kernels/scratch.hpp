@@ -5,7 +5,7 @@
 
 #include "framework/engine/kernels/isa_namespace.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // A buffer that grows (its contents are not kept when it does; new space reads as zeros): what the
@@ -35,4 +35,4 @@ private:
 };
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -6,9 +6,9 @@
 #error "small_gemm.cpp is compiled per instruction set (CMakeLists.txt: HEADGRAD_ISA_SOURCES)"
 #endif
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN // built per instruction set only (isa_namespace.hpp): the library calls the active
-                   // copy through kernel_table() (kernel_dispatch.cpp), attention's copies their own
+                   // copy through its table (kernel_table.cpp), attention's copies their own
 
 namespace {
 
@@ -140,4 +140,4 @@ void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
 }
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -6,7 +6,7 @@
 
 #include "framework/engine/kernels/isa_namespace.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 inline constexpr std::int64_t kSmallGemmMax = 32;
@@ -19,4 +19,4 @@ void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
                 std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc);
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

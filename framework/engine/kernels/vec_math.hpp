@@ -16,7 +16,7 @@
 
 #include "framework/engine/kernels/isa_namespace.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 
 // One vector register of floats: 16 where the copy is built for AVX-512 (framework/engine/kernels/isa/),
@@ -47,6 +47,12 @@ template <typename T> inline T sum_lanes(const T* x, std::int64_t n) {
 
 template <typename T> inline T dot_lanes(const T* x, const T* y, std::int64_t n) {
   return sum_lanes_fn<T>(n, [x, y](std::int64_t j) { return x[j] * y[j]; });
+}
+
+// sum_i x[i]^2 in double, over kLanes partial sums: the gradient norm's (optim::clip_grad_norm;
+// built once, outside the copies, so that its order of additions is the same on every CPU).
+template <typename T> inline double square_sum(const T* x, std::int64_t n) {
+  return sum_lanes_fn<double>(n, [x](std::int64_t i) { return static_cast<double>(x[i]) * static_cast<double>(x[i]); });
 }
 
 // max(a, b) that keeps a NaN from either side, as torch.max does: a NaN in a stays, a NaN in b is
@@ -137,4 +143,4 @@ template <typename T> inline T exp_any(T x) {
 }
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -1,12 +1,17 @@
-// vector_math.hpp - exp, log, tanh and GELU over whole buffers at the CPU's vector width: the
-// calls go to the copy of isa/vector_math_isa.cpp built for runtime::active_isa() (SLEEF's
-// vector functions inside), split over the OpenMP threads when the buffer is big enough.
+// vector_math.hpp - exp, log, tanh and GELU over whole buffers at the CPU's vector width
+// (isa/vector_math_isa.cpp, one copy per instruction set, SLEEF's vector functions inside), split
+// over the OpenMP threads when the buffer is big enough.
 #pragma once
 #include <cstdint>
 
-#include "framework/engine/kernels/kernel_table.hpp"
+#include "framework/engine/kernels.hpp"
+#include "framework/engine/kernels/isa_namespace.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
+
+using kernels::GeluForm; // (the seam's: kernels.hpp)
+
+HEADGRAD_ISA_BEGIN
 
 // y[i] = exp(x[i]), log(x[i]), tanh(x[i]) for i < n (within 1 ulp: SLEEF's u10 functions).
 // y may be x.
@@ -20,4 +25,5 @@ template <typename T> void tanh_n(T* y, const T* x, std::int64_t n);
 template <typename T>
 void gelu_rows(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std::int64_t cols, GeluForm form);
 
-} // namespace headgrad::kernels
+HEADGRAD_ISA_END
+} // namespace headgrad::engine

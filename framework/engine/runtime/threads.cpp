@@ -13,7 +13,7 @@ namespace headgrad::runtime {
 
 void set_threads(int n) {
   if (n < 1) n = 1;
-  // BLAS itself stays on one thread: kernels::gemm splits every gemm worth splitting over the
+  // BLAS itself stays on one thread: engine::gemm splits every gemm worth splitting over the
   // OpenMP threads (one single-threaded BLAS call per block), so OpenBLAS's own pool, whose idle
   // threads spin on the cores for ~0.1 s after each call, is never woken.
   openblas_set_num_threads(1);

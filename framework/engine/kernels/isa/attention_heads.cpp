@@ -1,7 +1,7 @@
 // attention_heads.cpp - see attention_heads.hpp. Read head_forward and head_backward first: one
 // (batch, head) pair on one screen, each backward line reversing the forward line with its number.
 // Built once per instruction set (framework/engine/kernels/isa/, as the row kernels it calls); the ops
-// call the active copy through kernels/kernel_dispatch.cpp.
+// call the active copy through the kernel table (kernels.hpp, kernels/kernel_table.cpp).
 #include "framework/engine/kernels/attention_heads.hpp"
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include "framework/engine/kernels/small_gemm.hpp"
 #include "framework/engine/kernels/vec_math.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 namespace {
 
@@ -356,4 +356,4 @@ HEADGRAD_ATTENTION_INSTANCES(float)
 HEADGRAD_ATTENTION_INSTANCES(double)
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

@@ -25,7 +25,7 @@
 #error "attention_rows.cpp is compiled per instruction set (CMakeLists.txt: HEADGRAD_ISA_SOURCES)"
 #endif
 
-namespace headgrad::kernels {
+namespace headgrad::engine {
 HEADGRAD_ISA_BEGIN
 namespace attention_rows_detail { // (named: this file shares a unity-build source with other kernels)
 
@@ -487,4 +487,4 @@ HEADGRAD_ATTENTION_ROWS_INSTANCES(float)
 HEADGRAD_ATTENTION_ROWS_INSTANCES(double)
 
 HEADGRAD_ISA_END
-} // namespace headgrad::kernels
+} // namespace headgrad::engine

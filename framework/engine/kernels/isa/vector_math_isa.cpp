@@ -10,18 +10,20 @@
 // Only what is defined in this file's own namespace may be compiled here: an inline function of
 // another namespace would be compiled with this copy's instructions too, and the linker keeps one
 // copy of it for the whole program (the isa_symbols test checks the objects for that).
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <sleef.h>
 
-#include "framework/engine/kernels/kernel_table.hpp"
+#include "framework/engine/kernels/parallel.hpp"
+#include "framework/engine/kernels/vector_math.hpp"
 
 #ifndef HEADGRAD_ISA_NS
 #error "HEADGRAD_ISA_NS names this copy's namespace (set by CMakeLists.txt)"
 #endif
 
-namespace headgrad::kernels::HEADGRAD_ISA_NS {
+namespace headgrad::engine::HEADGRAD_ISA_NS {
 namespace {
 
 // ---- one vector of floats or doubles, and SLEEF's functions on it ------------------------------
@@ -37,22 +39,18 @@ namespace {
   VD vtanh(VD v) { return Sleef_tanh##D##_u10##ISA(v); }         \
   VD verf(VD v) { return Sleef_erf##D##_u10##ISA(v); }
 #if defined(__AVX512F__)
-constexpr runtime::Isa kIsa = runtime::Isa::avx512;
 using VF = __m512;
 using VD = __m512d;
 HEADGRAD_SLEEF_FUNCTIONS(f16, d8, avx512f)
 #elif defined(__AVX2__)
-constexpr runtime::Isa kIsa = runtime::Isa::avx2;
 using VF = __m256;
 using VD = __m256d;
 HEADGRAD_SLEEF_FUNCTIONS(f8, d4, avx2)
 #elif defined(__SSE2__)
-constexpr runtime::Isa kIsa = runtime::Isa::baseline;
 using VF = __m128;
 using VD = __m128d;
 HEADGRAD_SLEEF_FUNCTIONS(f4, d2, sse2)
 #else
-constexpr runtime::Isa kIsa = runtime::Isa::baseline;
 using VF = float;
 using VD = double;
 HEADGRAD_SLEEF_FUNCTIONS(f, , )
@@ -107,15 +105,6 @@ template <typename T, typename F> void map_vectors(T* y, const T* x, std::int64_
   }
 }
 
-template <typename T> void exp_n(T* y, const T* x, std::int64_t n) {
-  map_vectors(y, x, n, [](Vec<T> v) { return vexp(v); });
-}
-template <typename T> void log_n(T* y, const T* x, std::int64_t n) {
-  map_vectors(y, x, n, [](Vec<T> v) { return vlog(v); });
-}
-template <typename T> void tanh_n(T* y, const T* x, std::int64_t n) {
-  map_vectors(y, x, n, [](Vec<T> v) { return vtanh(v); });
-}
 
 // ---- GELU (Hendrycks & Gimpel 2016), the arithmetic of PyTorch's CPU kernel -----------------------
 // (aten/src/ATen/native/cpu/Activation.cpp, GeluKernelImpl / GeluBackwardKernelImpl)
@@ -216,7 +205,7 @@ template <typename T, GeluForm Form> Vec<T> gelu_one(Vec<T> u, Vec<T>* dydu) {
 // One row at a time: u = z + bias (bias broadcast over the rows), y = gelu(u), dydu = gelu'(u).
 // y may be z (each vector is read before it is written).
 template <typename T, GeluForm Form>
-void gelu_rows(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std::int64_t cols) {
+void gelu_block(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std::int64_t cols) {
   constexpr std::int64_t W = kWidth<T>;
   auto one = [&](Vec<T> u, T* yp, T* dp) {
     if (!dp) return store(yp, gelu_one<T, Form>(u, nullptr));
@@ -243,17 +232,70 @@ void gelu_rows(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std:
   }
 }
 
-template <typename T> constexpr MathKernels<T> math_kernels() {
-  return {exp_n<T>, log_n<T>, tanh_n<T>, {gelu_rows<T, GeluForm::erf>, gelu_rows<T, GeluForm::tanh>}};
+// Threads take blocks of this many elements (a multiple of every vector width).
+constexpr std::int64_t kBlock = 4096;
+
+// fn(y + i, x + i, len) over [0, n) in blocks, over the threads when worth it (`cost` simple
+// operations per element: an exp is ~8).
+template <typename T, typename Fn> void blocks(T* y, const T* x, std::int64_t n, std::int64_t cost, Fn fn) {
+  const std::int64_t count = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (count > 1 && worth_threads(n, cost))
+  for (std::int64_t b = 0; b < count; ++b) {
+    const std::int64_t i = b * kBlock;
+    fn(y + i, x + i, std::min(kBlock, n - i));
+  }
+}
+
+template <typename T, GeluForm Form>
+void gelu_blocks(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t kCost = 16; // an exp or tanh and a division
+  if (!bias) { // one flat buffer: blocks of elements
+    const std::int64_t n = rows * cols, count = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (count > 1 && worth_threads(n, kCost))
+    for (std::int64_t b = 0; b < count; ++b) {
+      const std::int64_t i = b * kBlock;
+      gelu_block<T, Form>(y + i, dydu ? dydu + i : nullptr, z + i, nullptr, 1, std::min(kBlock, n - i));
+    }
+    return;
+  }
+  // blocks of whole rows (the bias repeats per row)
+  const std::int64_t per = std::max<std::int64_t>(1, kBlock / std::max<std::int64_t>(cols, 1));
+  const std::int64_t count = (rows + per - 1) / per;
+#pragma omp parallel for schedule(static) if (count > 1 && worth_threads(rows * cols, kCost))
+  for (std::int64_t b = 0; b < count; ++b) {
+    const std::int64_t r = b * per, o = r * cols;
+    gelu_block<T, Form>(y + o, dydu ? dydu + o : nullptr, z + o, bias, std::min(per, rows - r), cols);
+  }
 }
 
 } // namespace
 
-// This copy's whole table: the math above and the row kernels (row_kernels_isa.cpp).
-const KernelTable& kernel_table() {
-  static const KernelTable table{kIsa, math_kernels<float>(), math_kernels<double>(), row_kernels_f32(),
-                                 row_kernels_f64()};
-  return table;
+template <typename T> void exp_n(T* y, const T* x, std::int64_t n) {
+  blocks(y, x, n, 8,
+         [](T* yb, const T* xb, std::int64_t m) { map_vectors(yb, xb, m, [](Vec<T> v) { return vexp(v); }); });
+}
+template <typename T> void log_n(T* y, const T* x, std::int64_t n) {
+  blocks(y, x, n, 8,
+         [](T* yb, const T* xb, std::int64_t m) { map_vectors(yb, xb, m, [](Vec<T> v) { return vlog(v); }); });
+}
+template <typename T> void tanh_n(T* y, const T* x, std::int64_t n) {
+  blocks(y, x, n, 8,
+         [](T* yb, const T* xb, std::int64_t m) { map_vectors(yb, xb, m, [](Vec<T> v) { return vtanh(v); }); });
 }
 
-} // namespace headgrad::kernels::HEADGRAD_ISA_NS
+template <typename T>
+void gelu_rows(T* y, T* dydu, const T* z, const T* bias, std::int64_t rows, std::int64_t cols, GeluForm form) {
+  if (form == GeluForm::tanh) gelu_blocks<T, GeluForm::tanh>(y, dydu, z, bias, rows, cols);
+  else gelu_blocks<T, GeluForm::erf>(y, dydu, z, bias, rows, cols);
+}
+
+#define HEADGRAD_VECTOR_MATH(T)                                                                                     \
+  template void exp_n<T>(T*, const T*, std::int64_t);                                                               \
+  template void log_n<T>(T*, const T*, std::int64_t);                                                               \
+  template void tanh_n<T>(T*, const T*, std::int64_t);                                                              \
+  template void gelu_rows<T>(T*, T*, const T*, const T*, std::int64_t, std::int64_t, GeluForm);
+HEADGRAD_VECTOR_MATH(float)
+HEADGRAD_VECTOR_MATH(double)
+#undef HEADGRAD_VECTOR_MATH
+
+} // namespace headgrad::engine::HEADGRAD_ISA_NS

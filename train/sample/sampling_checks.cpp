@@ -1,8 +1,8 @@
 // sampling_checks.cpp - misuse rows of sampling (sampling.hpp), which has no gradient.
-// Registered as "framework/ops/sampling" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
+// Registered as "train/sample/sampling" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
 #include "framework/checks/row_helpers.hpp"
-#include "framework/ops/sampling.hpp"
+#include "train/sample/sampling.hpp"
 
 namespace headgrad::checks {
 namespace {
@@ -21,7 +21,7 @@ std::vector<MisuseRow> ops_sampling_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_sampling_registered({"framework/ops/sampling", {}, ops_sampling_misuse_rows});
+const RegisterChecks ops_sampling_registered({"train/sample/sampling", {}, ops_sampling_misuse_rows});
 
 } // namespace
 } // namespace headgrad::checks

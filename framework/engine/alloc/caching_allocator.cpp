@@ -1,4 +1,5 @@
-#include "framework/core/storage.hpp"
+// caching_allocator.cpp - see caching_allocator.hpp: the blocks behind tensors' storage.
+#include "framework/engine/alloc/caching_allocator.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <new>
 #include <sys/mman.h>
 #include <vector>
+
+#include "framework/engine/kernels.hpp"
 
 namespace headgrad {
 namespace {
@@ -201,23 +204,32 @@ Cache& cache() {
   return *c;
 }
 
+// A plain block of the system allocator, freed when its storage dies: in reference mode, and under
+// AddressSanitizer (exactly the bytes asked for, at least one).
+kernels::Block plain_block(std::size_t nbytes) {
+  const std::size_t capacity = std::max<std::size_t>(nbytes, 1);
+  void* p = std::malloc(capacity);
+  if (!p) throw std::bad_alloc();
+  return {p, capacity, -1};
+}
+
 } // namespace
 
-Storage::Storage(std::size_t nbytes)
-    : data_(nullptr), nbytes_(nbytes), capacity_(kUseCache ? round_size(nbytes) : std::max<std::size_t>(nbytes, 1)) {
-  if (kUseCache) {
-    thread_ = thread_tag();
-    data_ = cache().take(capacity_, thread_);
-  } else {
-    data_ = std::malloc(capacity_);
-    if (!data_) throw std::bad_alloc();
-  }
+namespace kernels {
+
+Block allocate(std::size_t nbytes) {
+  if (!kUseCache || runtime::reference()) return plain_block(nbytes);
+  const std::size_t capacity = round_size(nbytes);
+  const int thread = thread_tag();
+  return {cache().take(capacity, thread), capacity, thread};
 }
 
-Storage::~Storage() {
-  if (kUseCache) cache().give(data_, capacity_, thread_);
-  else std::free(data_);
+void release(const Block& block) {
+  if (block.owner < 0) std::free(block.data);
+  else cache().give(block.data, block.capacity, block.owner);
 }
+
+} // namespace kernels
 
 AllocatorStats allocator_stats() {
   std::lock_guard lock(cache().mu);

@@ -1,18 +1,22 @@
-// strided.hpp - walking strided N-d tensors in row-major logical order: the one strided index
-// loop of the project (copies, broadcasting, gradient sums, batched gemm offsets).
+// strided.hpp - walking strided N-d tensors in row-major logical order: the one strided index loop
+// of the project (copies, broadcasting, gradient sums, batched gemm offsets), and the sum of a
+// tensor into a buffer of its shape or of a shape broadcast to it (Node::add_to_grad, sum_to).
 //
 // The innermost dimension is handed to the callback as a plain run (its length and each
 // operand's stride along it), so the callback's loop can vectorise; outer dimensions advance an
 // index counter (no per-element division).
 #pragma once
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
-#include <cstdint>
 
+#include "framework/core/broadcast.hpp"
 #include "framework/core/dims.hpp"
+#include "framework/engine/kernels.hpp"
 
-namespace headgrad::kernels {
+namespace headgrad::book {
 
 // Calls f(offsets, n, inner_strides) once per innermost row of `shape`: offsets[k] is the element
 // offset of the row's first element in operand k (laid out with strides st[k]), n the row's
@@ -95,4 +99,58 @@ template <typename D, typename S> void copy_strided(D* dst, const S* src, const 
   copy_strided(dst, contiguous_strides(shape), src, src_strides, shape);
 }
 
-} // namespace headgrad::kernels
+// dst (contiguous, dst_shape) += scale * src summed over the axes along which dst_shape was
+// broadcast to src_shape (src_shape = broadcast(dst_shape, ...)); with first_write, dst is
+// uninitialised and is written instead (=).
+//   same shape, src contiguous : one flat loop (over the threads when large). dst may be src
+//                                itself (x + x hands dy to x, then adds dy again): no __restrict.
+//   same shape, src strided    : walks src in its memory order (a permute's gradient: read
+//                                contiguously, scatter into dst).
+//   broadcast                  : dst is zeroed on a first write, then every src element is added
+//                                to the dst element it was broadcast from, in src's logical order.
+template <typename T>
+void sum_into(T* dst, bool first_write, const Dims& dst_shape, const T* src, const Dims& src_shape,
+              const Dims& src_strides, T scale) {
+  if (dst_shape == src_shape && same_layout(src_shape, src_strides, contiguous_strides(src_shape))) {
+    kernels::parallel_for(src_shape.numel(), 1, [=](std::int64_t b, std::int64_t e) {
+      if (first_write)
+        for (std::int64_t i = b; i < e; ++i) dst[i] = scale * src[i];
+      else
+        for (std::int64_t i = b; i < e; ++i) dst[i] += scale * src[i];
+    });
+    return;
+  }
+  if (dst_shape == src_shape) {
+    Dims shape = src_shape;
+    std::array<Dims, 2> st{contiguous_strides(dst_shape), src_strides};
+    order_by_memory(shape, st, 1);
+    for_each_row<2>(shape, st, [&](const auto& o, std::int64_t m, const auto& in) {
+      T* d = dst + o[0];
+      const T* s = src + o[1];
+      if (in[0] == 1 && in[1] == 1 && first_write) // unit strides: loops that vectorise
+        for (std::int64_t i = 0; i < m; ++i) d[i] = scale * s[i];
+      else if (in[0] == 1 && in[1] == 1)
+        for (std::int64_t i = 0; i < m; ++i) d[i] += scale * s[i];
+      else if (first_write)
+        for (std::int64_t i = 0; i < m; ++i) d[i * in[0]] = scale * s[i * in[1]];
+      else
+        for (std::int64_t i = 0; i < m; ++i) d[i * in[0]] += scale * s[i * in[1]];
+    });
+    return;
+  }
+  if (first_write) std::fill(dst, dst + dst_shape.numel(), T(0));
+  const std::array<Dims, 2> st{broadcast_strides(dst_shape, contiguous_strides(dst_shape), src_shape), src_strides};
+  for_each_row<2>(src_shape, st, [&](const auto& o, std::int64_t m, const auto& in) {
+    T* d = dst + o[0];
+    const T* s = src + o[1];
+    if (in[0] == 0) { // the whole row lands on one dst element
+      T acc = 0;
+      for (std::int64_t i = 0; i < m; ++i) acc += s[i * in[1]];
+      d[0] += scale * acc;
+    } else {
+      for (std::int64_t i = 0; i < m; ++i) d[i * in[0]] += scale * s[i * in[1]];
+    }
+  });
+}
+
+} // namespace headgrad::book

@@ -15,7 +15,7 @@
 #include <functional>
 #include <vector>
 
-#include "framework/ops/sampling.hpp"
+#include "train/sample/sampling.hpp"
 #include "framework/core/random.hpp"
 #include "models/gpt.hpp"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace headgrad::kernels {
+namespace headgrad::book {
 
 // index_select along the middle axis of x (outer, len, inner): y[o, k, i] = x[o, index[k], i].
 // Backward: dx[o, index[k], i] += dy[o, k, i]. first_write: dx is zeroed first (rows that no
@@ -36,4 +36,4 @@ void gather_add(T* dx, bool first_write, const T* dy, const std::int64_t* index,
       }
 }
 
-} // namespace headgrad::kernels
+} // namespace headgrad::book

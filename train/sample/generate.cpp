@@ -1,4 +1,4 @@
-#include "models/generate.hpp"
+#include "train/sample/generate.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 // sampling.hpp - drawing category indices: torch.multinomial over rows of probabilities, and the
 // temperature / top-k sampling of a language model's generation loop (Holtzman et al., "The
 // Curious Case of Neural Text Degeneration", 2020, section 3, describe both). The results are
-// int64 indices and carry no gradient (as compare.hpp's ops; ops.hpp includes this header).
+// int64 indices and carry no gradient (as framework/ops/compare.hpp's ops).
 //
 // Every draw takes exactly one number from the Generator (framework/core/random.hpp: the same stream
 // on every machine and compiler) and the arithmetic is in double, so a seed gives the same

@@ -1,7 +1,7 @@
 // sampling.cpp - multinomial and sample_logits (see sampling.hpp). Both reduce to one step:
 // draw an index with probability w_i / sum(w) from non-negative weights w, by inverting the
 // cumulative sums with one uniform number.
-#include "framework/ops/sampling.hpp"
+#include "train/sample/sampling.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,28 @@
+// caching_allocator.hpp - the blocks behind tensors' storage (the seam's kernels::allocate and
+// kernels::release, framework/engine/kernels.hpp), drawn from a cache.
+//
+// Training builds and frees the same set of activations every step. Returning freed blocks to a
+// per-size free list instead of the system allocator makes step N+1 reuse step N's memory: no
+// malloc on the hot path after warm-up and a flat RSS (see docs and the soak benchmark). Blocks
+// of 64 KiB and more are cut from arenas of huge pages. In reference mode (and under
+// AddressSanitizer) every block is the system allocator's, freed at once, and these statistics do
+// not move.
+#pragma once
+#include <cstddef>
+
+namespace headgrad {
+
+struct AllocatorStats {
+  std::size_t bytes_in_use;    // held by live tensors
+  std::size_t bytes_cached;    // freed, kept for reuse
+  std::size_t system_allocs;   // calls that reached the system allocator
+  std::size_t cache_hits;      // allocations served from the cache
+  std::size_t other_thread_hits; // of those, blocks another thread used last (none of its own was free)
+  std::size_t arena_bytes;     // address space of the huge-page arenas blocks of 64 KiB and more are cut from
+};
+AllocatorStats allocator_stats();
+// Returns every cached block to the system (tests and memory-pressure handling): the memory of
+// an arena block goes back at once, its address range when its whole arena is back.
+void allocator_release_cache();
+
+} // namespace headgrad
