@@ -50,7 +50,4 @@ private:
   std::vector<std::vector<GeneratorState>> gens_; // [shard - mine.first][module]
 };
 
-// Whether a checkpoint tensor name is a dropout state (kept beside the optimizer's state).
-bool is_dropout_state(const std::string& name);
-
 } // namespace headgrad::train
