@@ -24,6 +24,7 @@
 #include "train/run/run_optimizer.hpp"
 #include "train/run/task_data.hpp"
 #include "train/loop/trainer.hpp"
+#include "train/parallel/parallel_step.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -473,21 +474,24 @@ TEST_CASE("train_step: the batch loss, the gradient norm before clipping, a stop
   auto opt = make_optimizer(c, model.named_parameters());
   const data::Batch batch = data::make_batch(c.task_config(), c.seed, 0, c.batch);
   const double initial = model.dense->bias.to_vector()[0];
-  StepPhases phases;
-  const StepResult r = train_step(model, *opt, batch, {1, c.lr, c.clip}, &phases);
+  const StepResult r = train_step(model, *opt, batch, {1, c.lr, c.clip});
   CHECK(r.loss > 2.0); // near ln(10) before the first update
   CHECK(r.grad_norm > 0);
-  CHECK(phases.forward > 0);
-  CHECK(phases.backward > 0);
   CHECK(opt->steps() == 1);
   CHECK(model.dense->bias.to_vector()[0] != initial); // updated
+  // the parallel step over one shard times its phases (the profile)
+  StepPhases phases;
+  (void)parallel_step(model, *opt, batch, {2, c.lr, c.clip}, {1}, &phases);
+  CHECK(phases.forward > 0);
+  CHECK(phases.backward > 0);
+  CHECK(opt->steps() == 2);
 
   model.dense->weight.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<double> before = model.dense->bias.to_vector();
-  CHECK_THROWS_WITH_AS(train_step(model, *opt, batch, {2, c.lr, c.clip}),
-                       doctest::Contains("step 2: the loss is nan (first non-finite tensor: parameter 'dense.weight')"),
+  CHECK_THROWS_WITH_AS(train_step(model, *opt, batch, {3, c.lr, c.clip}),
+                       doctest::Contains("step 3: the loss is nan (first non-finite tensor: parameter 'dense.weight')"),
                        NonFiniteError);
-  CHECK(opt->steps() == 1);                            // no update
+  CHECK(opt->steps() == 2);                            // no update
   CHECK(model.dense->bias.to_vector() == before);
 }
 

@@ -1,4 +1,4 @@
-// trainer.hpp - the training loop behind `headgrad train`: batches, train_step, progress,
+// trainer.hpp - the training loop behind `headgrad train`: batches, the training step, progress,
 // evaluation, metrics.csv and its curves, checkpoints and the attention picture.
 #pragma once
 #include <cstdint>
@@ -38,8 +38,10 @@ struct TrainSummary {
 // Every batch is cut into options.run.shards shards (0: ranks x threads, at most --batch), whose
 // gradients add up in the shard tree: the run's bits depend on that count, not on how many ranks
 // and threads share the shards; the checkpoint keeps it, and a resumed run must keep it unless
-// options.reshard. As one rank of several (framework/distributed/communicator.hpp) every rank
-// calls train() with the same options: each trains on its node of the shard tree (train_step),
+// options.reshard. One thread of one rank on one shard trains with the textbook step
+// (train/loop/train_step.hpp), every other layout with the parallel step
+// (train/parallel/parallel_step.hpp): the same bits over one shard. As one rank of several (framework/distributed/communicator.hpp) every rank
+// calls train() with the same options: each trains on its node of the shard tree (parallel_step),
 // and rank 0 alone evaluates, writes the output directory and prints. A collective that waits
 // options.rank_timeout for a silent rank throws distributed::RankTimeout. The ranks check that they share settings and
 // start from the same parameters, compare parameter checksums at every evaluation and at the end,
