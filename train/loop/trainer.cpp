@@ -12,6 +12,7 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/shard_tree.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/profiler.hpp"
 #include "framework/core/random.hpp"
 #include "framework/engine/runtime/clock.hpp"
@@ -154,6 +155,7 @@ public:
     sum_.steps = t_.start;
     sum_.ranks = distributed::size();
     sum_.shards = o.run.shards;
+    sum_.reference = runtime::reference();
   }
 
   TrainSummary run() {
@@ -300,8 +302,22 @@ std::int64_t default_shards(const TrainOptions& o) {
   return std::max<std::int64_t>(1, std::min(threads, o.run.batch));
 }
 
+// Reference mode trains the book alone: the textbook step, on one thread, composed attention.
+void check_reference_mode(const TrainOptions& o, int ranks) {
+  std::string conflict;
+  if (o.threads > 1) conflict = fmt::format("{} threads", o.threads);
+  else if (o.run.shards > 1) conflict = fmt::format("{} shards", o.run.shards);
+  else if (ranks > 1) conflict = fmt::format("{} ranks", ranks);
+  else if (o.run.attention != "composed") conflict = fmt::format("the {} attention", o.run.attention);
+  if (!conflict.empty())
+    throw std::invalid_argument(fmt::format("reference mode trains on one thread with one shard, one rank and the "
+                                            "composed attention, not {}",
+                                            conflict));
+}
+
 TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
   const int ranks = distributed::size();
+  if (runtime::reference()) check_reference_mode(options, ranks);
   distributed::set_rank_timeout(options.rank_timeout);
   if (ranks > 1) check_same_settings(options);
   // Errors that some ranks may see and others not (a directory exists on rank 0's machine only)

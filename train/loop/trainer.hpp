@@ -28,6 +28,7 @@ struct TrainSummary {
   int ranks = 1;                   // MPI ranks that trained (distributed::size())
   std::int64_t shards = 1;         // S, the shards of every batch (run.shards as the run resolved it)
   distributed::CommStats comm;     // this rank's gradient all-reduce (ranks > 1)
+  bool reference = false;          // trained in reference mode (runtime::reference())
 };
 
 // Trains a fresh model, or continues the checkpoint options.resume (loaded here). A non-finite
@@ -47,6 +48,10 @@ struct TrainSummary {
 // start from the same parameters, compare parameter checksums at every evaluation and at the end,
 // and stop together (after a Ctrl-C on any of them, or when rank 0 reaches stop_at_seq_acc). Errors every rank sees alike
 // are distributed::CollectiveError (or NonFiniteError).
+//
+// In reference mode (runtime::set_reference, framework/engine/kernels.hpp) the run is the textbook
+// step on one thread over the whole batch with d2l's composed attention: options asking for more
+// threads, shards or ranks, or the fused attention, are refused (std::invalid_argument).
 TrainSummary train(const TrainOptions& options);
 // Continues `resumed`, the checkpoint options.resume already loaded (so it is read once).
 // options.run must keep every field that must match on resume (train::Role): the model is the
