@@ -20,20 +20,22 @@
 #include "train/loop/evaluate.hpp"
 #include "train/run/run_optimizer.hpp"
 #include "train/loop/train_step.hpp"
+#include "train/parallel/parallel_step.hpp"
 
 namespace headgrad::bench {
 namespace {
 
 using json = nlohmann::json;
 
-// Wall time of the parts of a step (profiled steps only): drawing the batch, then train_step's.
+// Wall time of the parts of a step (profiled steps only): drawing the batch, then the step's.
 struct Phases {
   double batch = 0;
   train::StepPhases step;
 };
 
 // The headgrad side of a measurement: the model and optimizer of `cfg`, stepped as the trainer
-// steps them: batch `step - 1` of the run, the scheduled learning rate, train::train_step.
+// steps them: batch `step - 1` of the run, the scheduled learning rate, the textbook or the
+// parallel step.
 class Stepper {
 public:
   Stepper(const train::RunConfig& cfg, int threads)
@@ -46,8 +48,12 @@ public:
     const double t0 = ph ? now_seconds() : 0;
     const data::Batch batch = data::make_batch(task_, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
     if (ph) ph->batch += now_seconds() - t0;
-    return train::train_step(model_, *optimizer_, batch, {step, schedule_.at(step), cfg_.clip, cfg_.shards}, ph ? &ph->step : nullptr,
-                             workers_.get())
+    const train::StepSettings settings{step, schedule_.at(step), cfg_.clip};
+    // one worker on the whole batch: the textbook step, as the trainer runs it; its phases are
+    // timed by the parallel step over one shard, which has the same bits
+    if (!workers_ && cfg_.shards <= 1 && !ph) return train::train_step(model_, *optimizer_, batch, settings).loss;
+    return train::parallel_step(model_, *optimizer_, batch, settings, {cfg_.shards, workers_.get()},
+                                ph ? &ph->step : nullptr)
         .loss;
   }
 

@@ -104,7 +104,7 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"threads", cores},       {"eval-every", "*"},     {"eval-count", "1000"},  {"save-every", "0"},
       {"out", ""},              {"resume", ""},          {"graph", ""},           {"overwrite", ""},
       {"reshard", ""},          {"rank-timeout", "300"}, {"json", ""},            {"profile", ""},
-      {"quiet", ""}};
+      {"quiet", ""},            {"reference", ""}};
   const auto lines = lines_of(r.out);
   std::size_t flag_lines = 0;
   for (const auto& l : lines)
@@ -167,6 +167,9 @@ TEST_CASE("errors: exactly one line on stderr naming the flag and the rule, exit
       {{"--optimizer", "rmsprop"}, {"--optimizer", "adam, adamw or sgd", "'rmsprop'"}},
       {{"--attention", "flash"}, {"--attention", "fused or composed", "'flash'"}},
       {{"--resume", dir / "missing.safetensors"}, {dir / "missing.safetensors"}},
+      {{"--reference", "--threads", "2"}, {"--reference trains on one thread", "--threads 2 conflicts"}},
+      {{"--reference", "--attention", "fused"}, {"--reference", "composed attention", "--attention fused conflicts"}},
+      {{"--reference", "--shards", "2"}, {"--reference", "one shard", "--shards 2 conflicts"}},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = tiny(out, 1);
@@ -444,6 +447,54 @@ TEST_CASE("one run per output directory: a second run is refused naming the hold
     CHECK(train::load_model_checkpoint(out + "/model.safetensors").step == 3);
     CHECK(lines_of(read_file(out + "/metrics.csv")).size() == 1 + 3 + 1); // header, 3 steps, final eval
   }
+}
+
+TEST_CASE("train --reference: one thread, one shard, composed attention; the banner and the summary say so") {
+  TempDir dir;
+  // the flag, or the environment (HEADGRAD_REFERENCE=1), which info reports; a conflicting flag is
+  // refused naming both
+  CHECK(contains(run({"info"}, dir, {{"HEADGRAD_REFERENCE", "1"}}).out, "Reference mode:  on (HEADGRAD_REFERENCE=1)"));
+  CHECK(contains(run({"info"}, dir).out, "Reference mode:  off"));
+  const Result env = run(tiny(dir / "env", 2), dir, {{"HEADGRAD_REFERENCE", "1"}}); // (tiny(): one thread)
+  CHECK(env.rc == 0);
+  CHECK(contains(env.out, ", reference mode\n"));
+  std::vector<std::string> two = tiny(dir / "never", 1);
+  two.insert(two.end(), {"--threads", "2"});
+  const Result refused = run(two, dir, {{"HEADGRAD_REFERENCE", "1"}});
+  CHECK(contains(refusal_line(refused), "reference mode (HEADGRAD_REFERENCE=1) trains on one thread: --threads 2"));
+  CHECK_FALSE(fs::exists(dir / "never"));
+  // a run: the banner's first line and the summary say which mode ran
+  std::vector<std::string> args = tiny(dir / "ref", 3);
+  args.erase(std::find(args.begin(), args.end(), "--threads"), std::find(args.begin(), args.end(), "--threads") + 2);
+  args.push_back("--reference"); // and no --threads: one thread, not the cores
+  const Result r = run(args, dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  REQUIRE(r.rc == 0);
+  const auto lines = lines_of(r.out);
+  REQUIRE(lines.size() > 2);
+  CHECK(lines[0] == "headgrad train: reference mode (every kernel its plain loop, one thread, composed attention)");
+  CHECK(contains(r.out, ", 1 threads;"));
+  CHECK(test_support::count_of(r.out, ", reference mode\n") == 1); // the "done:" line
+  args.push_back("--json");
+  args.push_back("--overwrite");
+  const Result j = run(args, dir);
+  REQUIRE(j.rc == 0);
+  CHECK(contains(lines_of(j.out).back(), "\"threads\": 1, \"shards\": 1, \"reference\": true"));
+  // (the trainer refuses reference mode with the fused attention: these runs had the composed one)
+  // without it: not
+  const Result fast = run(tiny(dir / "fast", 3), dir);
+  REQUIRE(fast.rc == 0);
+  CHECK_FALSE(contains(fast.out, "reference mode"));
+}
+
+TEST_CASE("gradcheck --reference: the book's loops pass the rows too, and say so") {
+  TempDir dir;
+  const Result r = run({"gradcheck", "--reference", "--filter", "matmul"}, dir);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 0);
+  CHECK(lines_of(r.out).front() == "reference mode: every kernel runs its plain loop, on one thread");
+  CHECK(contains(r.out, " passed, 0 failed"));
+  CHECK_FALSE(contains(r.out, "0 cases"));
 }
 
 TEST_CASE("gradcheck --filter matmul passes and prints PASS rows") {

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "train/pictures/curve_points.hpp"
+#include "train/run/curve_points.hpp"
 #include "train/pictures/curves_svg.hpp"
 #include "train/loop/trainer.hpp"
 #include "tests/svg_check.hpp"

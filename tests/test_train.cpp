@@ -24,6 +24,9 @@
 #include "train/run/run_optimizer.hpp"
 #include "train/run/task_data.hpp"
 #include "train/loop/trainer.hpp"
+#include "train/parallel/parallel_step.hpp"
+#include "framework/engine/kernels.hpp"
+#include "framework/engine/runtime/threads.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -473,22 +476,82 @@ TEST_CASE("train_step: the batch loss, the gradient norm before clipping, a stop
   auto opt = make_optimizer(c, model.named_parameters());
   const data::Batch batch = data::make_batch(c.task_config(), c.seed, 0, c.batch);
   const double initial = model.dense->bias.to_vector()[0];
-  StepPhases phases;
-  const StepResult r = train_step(model, *opt, batch, {1, c.lr, c.clip}, &phases);
+  const StepResult r = train_step(model, *opt, batch, {1, c.lr, c.clip});
   CHECK(r.loss > 2.0); // near ln(10) before the first update
   CHECK(r.grad_norm > 0);
-  CHECK(phases.forward > 0);
-  CHECK(phases.backward > 0);
   CHECK(opt->steps() == 1);
   CHECK(model.dense->bias.to_vector()[0] != initial); // updated
+  // the parallel step over one shard times its phases (the profile)
+  StepPhases phases;
+  (void)parallel_step(model, *opt, batch, {2, c.lr, c.clip}, {1}, &phases);
+  CHECK(phases.forward > 0);
+  CHECK(phases.backward > 0);
+  CHECK(opt->steps() == 2);
 
   model.dense->weight.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<double> before = model.dense->bias.to_vector();
-  CHECK_THROWS_WITH_AS(train_step(model, *opt, batch, {2, c.lr, c.clip}),
-                       doctest::Contains("step 2: the loss is nan (first non-finite tensor: parameter 'dense.weight')"),
+  CHECK_THROWS_WITH_AS(train_step(model, *opt, batch, {3, c.lr, c.clip}),
+                       doctest::Contains("step 3: the loss is nan (first non-finite tensor: parameter 'dense.weight')"),
                        NonFiniteError);
-  CHECK(opt->steps() == 1);                            // no update
+  CHECK(opt->steps() == 2);                            // no update
   CHECK(model.dense->bias.to_vector() == before);
+}
+
+TEST_CASE("reference mode: the default sort run's first 20 losses are the fast path's to 1e-5 relative") {
+  // The book alone (every kernel its plain loop, the composed attention, one thread, the textbook
+  // step) against the engine (fused attention, the process's threads, the parallel step over
+  // their shards). Steps 1..20 lie in the default run's 100 warmup steps, whose learning rates do
+  // not depend on --steps: these are the first 20 losses of `headgrad train`'s default run.
+  struct Restore {
+    ~Restore() { runtime::set_reference(false); }
+  } restore;
+  auto run = [](const std::string& out, bool reference, std::uint64_t seed) {
+    TrainOptions o;
+    o.run.steps = 20;
+    o.run.seed = seed;
+    o.eval_every = 0;
+    o.eval_count = 64;
+    o.out_dir = out;
+    o.quiet = true;
+    o.threads = reference ? 1 : runtime::available_cores();
+    if (reference) o.run.attention = "composed";
+    runtime::set_reference(reference);
+    const TrainSummary s = train::train(o);
+    runtime::set_reference(false);
+    CHECK(s.reference == reference);
+    return s.losses;
+  };
+  TempDir a, b, c;
+  const std::vector<double> fast = run(a / "fast", false, 0), book = run(b / "book", true, 0);
+  REQUIRE(fast.size() == 20);
+  REQUIRE(book.size() == 20);
+  auto worst = [&](const std::vector<double>& x) {
+    double w = 0;
+    for (std::size_t i = 0; i < 20; ++i) w = std::max(w, std::abs(x[i] - fast[i]) / std::abs(fast[i]));
+    return w;
+  };
+  MESSAGE("reference mode vs the fast path, the first 20 losses: largest relative difference ", worst(book));
+  CHECK(worst(book) <= 1e-5);
+  CHECK(worst(run(c / "other", true, 1)) > 1e-5); // negative control: another seed's run differs
+}
+
+TEST_CASE("reference mode refuses what it does not run: threads, shards, the fused attention") {
+  struct Restore {
+    ~Restore() { runtime::set_reference(false); }
+  } restore;
+  TempDir dir;
+  runtime::set_reference(true);
+  TrainOptions o = tiny(dir / "run", 2);
+  CHECK_THROWS_WITH_AS(train::train(o), doctest::Contains("not the fused attention"), std::invalid_argument);
+  o.run.attention = "composed";
+  o.threads = 2;
+  CHECK_THROWS_WITH_AS(train::train(o), doctest::Contains("not 2 threads"), std::invalid_argument);
+  o.threads = 1;
+  o.run.shards = 2;
+  CHECK_THROWS_WITH_AS(train::train(o), doctest::Contains("not 2 shards"), std::invalid_argument);
+  CHECK_FALSE(fs::exists(dir / "run")); // refused before anything was written
+  o.run.shards = 0; // one thread: one shard
+  CHECK(train::train(o).reference);
 }
 
 TEST_CASE("RunDirectory: one holder at a time - the lock goes with it - and a checkpoint is claimed only as allowed") {

@@ -1,8 +1,9 @@
-// train/train_step with the batch's rows split over threads (train/parallel/thread_replicas.hpp): the same
-// loss and gradients as one thread on the whole batch (float64, to rounding), with even and uneven
+// The parallel step (train/parallel/parallel_step.hpp) with the batch's rows split over threads
+// (train/parallel/thread_replicas.hpp): the same loss and gradients as the textbook step
+// (train/loop/train_step.hpp) on the whole batch (float64, to rounding), with even and uneven
 // shards and a batch smaller than the number of workers; the replicas follow every update; the
-// split run is deterministic; and with a shard count, the same bits whatever the worker count
-// (the shard tree, framework/distributed/shard_tree.hpp).
+// split run is deterministic; with a shard count, the same bits whatever the worker count (the
+// shard tree, framework/distributed/shard_tree.hpp); and over one shard, the textbook step's bits.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "framework/engine/profiler.hpp"
 #include "train/run/run_optimizer.hpp"
 #include "train/loop/train_step.hpp"
+#include "train/parallel/parallel_step.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -50,12 +52,15 @@ std::vector<double> values_of(const models::SequenceModel& m) {
   return out;
 }
 
-// Runs `steps` steps of batch size B; returns the losses, and leaves the last step's gradients.
+// Runs `steps` steps of batch size B - the parallel step with replicas, the textbook step without;
+// returns the losses, and leaves the last step's (clipped) gradients.
 std::vector<double> steps_of(Run& r, const RunConfig& c, std::int64_t B, int steps) {
   std::vector<double> losses;
   for (int s = 1; s <= steps; ++s) {
     const data::Batch b = data::make_batch(c.task_config(), c.seed, static_cast<std::uint64_t>(s - 1), B);
-    losses.push_back(train_step(*r.model, *r.opt, b, {s, 1e-2, /*clip=*/1.0}, nullptr, r.workers.get()).loss);
+    const StepSettings settings{s, 1e-2, /*clip=*/1.0};
+    losses.push_back(r.workers ? parallel_step(*r.model, *r.opt, b, settings, {0, r.workers.get()}).loss
+                               : train_step(*r.model, *r.opt, b, settings).loss);
   }
   return losses;
 }
@@ -153,7 +158,7 @@ TEST_CASE("train_step with 4 shards: 1 - 2 or 4 workers and shard dropout give t
     std::vector<double> v;
     for (int s = 1; s <= 4; ++s) {
       const data::Batch b = data::make_batch(c.task_config(), c.seed, static_cast<std::uint64_t>(s - 1), B);
-      v.push_back(train_step(*r.model, *r.opt, b, {s, 1e-2, 1.0, /*shards=*/4}, nullptr, r.workers.get(), nullptr, &masks)
+      v.push_back(parallel_step(*r.model, *r.opt, b, {s, 1e-2, 1.0}, {/*shards=*/4, r.workers.get(), nullptr, &masks})
                       .loss);
     }
     const auto p = values_of(*r.model);
@@ -192,22 +197,62 @@ TEST_CASE("ThreadReplicas::add_gradients_to_model: the shard tree over the worke
   for (const auto& [name, p] : r.workers->worker(3).named_parameters()) CHECK_FALSE(p.grad().defined());
 }
 
-TEST_CASE("clip_and_check names the parameter whose gradient is not finite, not the first one clipping spoils") {
+TEST_CASE("check_gradients names the parameter whose gradient is not finite, not the first one clipping spoils") {
   // Clipping by a NaN norm makes every gradient NaN (as torch does), so the check looks before it.
   Tensor a = Tensor::from({1.0f, 2.0f}, {2}), b = Tensor::from({3.0f}, {1});
   a.set_requires_grad();
   b.set_requires_grad();
   ops::sum(a * a + ops::sum(b) * std::numeric_limits<float>::quiet_NaN()).backward(); // b's gradient: NaN
   const nn::NamedTensors params = {{"a", a}, {"b", b}};
-  CHECK_THROWS_WITH_AS(clip_and_check(params, 1.0, 7),
+  CHECK_THROWS_WITH_AS(check_gradients(params, 1.0, 7),
                        "step 7: the gradient of 'b' is not finite; training stopped before the update", NonFiniteError);
   CHECK(std::isfinite(a.grad().to_vector()[0])); // nothing was clipped
-  // finite gradients: the norm is returned, the gradients left for the update to scale
-  // (Optimizer::step_scaled, test_optim.cpp)
+  // finite gradients: the norm is returned, the gradients left for clip_gradients to scale
   Tensor c = Tensor::from({3.0f, 4.0f}, {2});
   c.set_requires_grad();
   ops::sum(c * Tensor::from({1.0f, 1.0f}, {2})).backward(); // gradient [1, 1], norm sqrt(2)
-  CHECK(clip_and_check({{"c", c}}, 1.0, 1) == doctest::Approx(std::sqrt(2.0)));
+  const double norm = check_gradients({{"c", c}}, 1.0, 1);
+  CHECK(norm == doctest::Approx(std::sqrt(2.0)));
   check_close(c.grad().to_vector(), {1.0, 1.0}, 0, 0);
   CHECK(optim::clip_coefficient(1.0, std::sqrt(2.0)) == doctest::Approx(1 / (std::sqrt(2.0) + 1e-6)));
+  clip_gradients({{"c", c}}, 0, norm); // no clipping: nothing changes
+  check_close(c.grad().to_vector(), {1.0, 1.0}, 0, 0);
+  clip_gradients({{"c", c}}, 1.0, norm); // to norm 1, in place
+  const float f = static_cast<float>(optim::clip_coefficient(1.0, norm));
+  CHECK(c.grad().to_vector() == std::vector<double>{f, f});
+}
+
+TEST_CASE("the textbook step = the parallel step over one shard, bit for bit (float32, dropout, clipping)") {
+  // The trainer runs the textbook step when one thread trains on the whole batch and the parallel
+  // step otherwise: over one shard the two must agree to the bit. (On one thread: the parallel
+  // step runs a shard's ops on one thread, and an op split over several may add in another order.)
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  RunConfig c = tiny_run();
+  c.dropout = 0.1;
+  auto run_f32 = [&](std::int64_t shards, bool textbook) {
+    Run r;
+    r.model = std::make_unique<models::SequenceModel>(c.model_config(), c.seed);
+    r.opt = make_optimizer(c, r.model->named_parameters());
+    ShardDropout masks(*r.model, c.seed, shards, {0, shards});
+    std::vector<double> v;
+    for (int s = 1; s <= 4; ++s) {
+      const data::Batch b = data::make_batch(c.task_config(), c.seed, static_cast<std::uint64_t>(s - 1), 16);
+      // clip 0.2: every step's gradient norm is above it, so the clipping scales
+      const StepSettings settings{s, 1e-2, 0.2};
+      const StepResult step = textbook ? train_step(*r.model, *r.opt, b, settings)
+                                       : parallel_step(*r.model, *r.opt, b, settings, {shards, nullptr, nullptr, &masks});
+      v.push_back(step.loss);
+      v.push_back(step.grad_norm);
+      CHECK(step.grad_norm > 0.2);
+    }
+    const auto p = values_of(*r.model), g = gradients_of(*r.model);
+    v.insert(v.end(), p.begin(), p.end());
+    v.insert(v.end(), g.begin(), g.end());
+    return v;
+  };
+  const auto textbook = run_f32(1, true);
+  CHECK(run_f32(1, false) == textbook);
+  CHECK(run_f32(2, false) != textbook); // negative control: two shards add in another order
+  omp_set_num_threads(before);
 }

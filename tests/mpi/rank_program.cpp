@@ -2,7 +2,7 @@
 // binary cannot show it: the ranks' own parameters and gradients. Each mode writes its results
 // to PREFIX.rank<r>.safetensors (or prints one line per rank) for the test to compare.
 //
-//   steps PREFIX STEPS BATCH THREADS SHARDS   the reference model's data-parallel train_step,
+//   steps PREFIX STEPS BATCH THREADS SHARDS   the reference model's data-parallel step (parallel_step),
 //                                      STEPS steps, each batch in SHARDS shards (0: ranks x
 //                                      threads, as headgrad train); writes every parameter and
 //                                      "losses"
@@ -34,7 +34,7 @@
 #include "train/parallel/rank_checks.hpp"
 #include "train/parallel/rank_shard.hpp"
 #include "train/run/run_optimizer.hpp"
-#include "train/loop/train_step.hpp"
+#include "train/parallel/parallel_step.hpp"
 
 using namespace headgrad;
 namespace distributed = headgrad::distributed;
@@ -69,8 +69,8 @@ struct Run {
     const optim::LrSchedule schedule = train::lr_schedule(cfg);
     for (std::int64_t s = first; s <= last; ++s) {
       const data::Batch b = data::make_batch(cfg.task_config(), cfg.seed, static_cast<std::uint64_t>(s - 1), cfg.batch);
-      losses.push_back(train::train_step(*model, *optimizer, b, {s, schedule.at(s), cfg.clip, cfg.shards}, nullptr,
-                                         workers.get(), across_ranks.get())
+      losses.push_back(train::parallel_step(*model, *optimizer, b, {s, schedule.at(s), cfg.clip},
+                                            {cfg.shards, workers.get(), across_ranks.get()})
                            .loss);
     }
   }

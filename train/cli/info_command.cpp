@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "framework/distributed/communicator.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/runtime/cpu_isa.hpp"
 #include "framework/engine/runtime/startup.hpp"
 #include "framework/engine/runtime/threads.hpp"
@@ -54,6 +55,9 @@ int info_command(int argc, char** argv) {
                                                       : "the widest this CPU runs; HEADGRAD_ISA chooses",
              isas);
   if (!runtime::isa_notice().empty()) fmt::print("{}\n", runtime::isa_notice());
+  fmt::print("Reference mode:  {}\n", runtime::reference()
+                                         ? "on (HEADGRAD_REFERENCE=1): every kernel runs its plain loop, on one thread"
+                                         : "off (HEADGRAD_REFERENCE=1 or train/gradcheck --reference turn it on)");
   if (distributed::built_with_mpi())
     fmt::print("MPI:             {} (built with MPI support)\n", distributed::mpi_library_version());
   else

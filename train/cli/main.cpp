@@ -12,7 +12,9 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/engine/runtime/startup.hpp"
+#include "framework/engine/kernels.hpp"
 #include "train/cli/commands.hpp"
+#include "train/cli/reference_flags.hpp"
 #include "train/loop/train_step.hpp"
 
 namespace {
@@ -74,8 +76,11 @@ int run(const std::string& cmd, int argc, char** argv) {
 } // namespace
 
 int main(int argc, char** argv) {
-  headgrad::runtime::configure(argc, argv); // the BLAS kernel and OpenMP wait policy, before MPI starts
   const std::string cmd = argc > 1 ? argv[1] : "";
+  // --reference: the book runs alone (framework/engine/kernels.hpp) from the start-up on
+  if ((cmd == "train" || cmd == "gradcheck") && headgrad::cli::reference_in_argv(argc, argv))
+    headgrad::runtime::set_reference(true);
+  headgrad::runtime::configure(argc, argv); // the BLAS kernel and OpenMP wait policy, before MPI starts
   std::optional<distributed::Session> mpi;
   try {
     mpi.emplace(argc, argv); // MPI, when mpirun or srun started this process

@@ -12,11 +12,13 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/engine/alloc/caching_allocator.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/profiler.hpp"
 #include "framework/engine/runtime/startup.hpp"
 #include "framework/engine/runtime/threads.hpp"
 #include "train/cli/cli_args.hpp"
 #include "train/cli/commands.hpp"
+#include "train/cli/reference_flags.hpp"
 #include "train/cli/run_config_flags.hpp"
 #include "train/pictures/graph_files.hpp"
 #include "train/run/memory_estimate.hpp"
@@ -42,6 +44,8 @@ std::vector<FlagSpec> train_flags() {
        "when Graphviz's dot is installed",
        "FILE"},
       {"out", Kind::text, "", "output directory (default: runs/<task>-<timestamp>)", "DIR"},
+      reference_flag("train the book alone: every kernel its plain loop, one thread, one shard, d2l's composed "
+                     "attention (as HEADGRAD_REFERENCE=1 does)"),
   });
   const std::vector<FlagSpec> options = train_option_flags();
   flags.insert(flags.end(), options.begin(), options.end());
@@ -87,6 +91,7 @@ TrainRequest train_request(const Args& args) {
     o.run = resumed_run_config(args, o.run, *r.resumed, o.resume, o.reshard);
   }
   refuse_flags_for_other_tasks(args, o.run.task); // the task as resumed: the checkpoint's
+  if (switch_reference_mode(args)) train_in_reference_mode(args, o);
   o.out_dir = args.given("out") ? args.text("out") : default_out_dir(data::task_name(o.run.task));
   if (o.out_dir.empty()) throw CliError("--out needs a directory name");
   return r;
@@ -148,6 +153,8 @@ void print_banner(const train::TrainOptions& o) {
   const std::string data = c.is_text() ? fmt::format("text {} ({}), context {}", c.text.empty() ? data::kDefaultCorpusDir : c.text,
                                                      c.tokenizer, c.context)
                                        : fmt::format("vocab {}, len {}..{}", c.vocab, c.min_len, c.max_len);
+  if (runtime::reference())
+    fmt::print("headgrad train: reference mode (every kernel its plain loop, one thread, composed attention)\n");
   fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, {}, batch {}{}, {} lr {}, "
              "{} steps{}\nBLAS: OpenBLAS core {}, {} threads{}; output in {}\n",
              data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, data, c.batch,
@@ -215,13 +222,13 @@ void print_profile(const train::TrainSummary& s) {
 
 void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
   if (o.run.is_text())
-    fmt::print("done: steps {}, loss {:.4f}, val loss {:.4f} ({:.3f} bits per token), {:.0f} tokens/s, {:.1f} s{}\n",
+    fmt::print("done: steps {}, loss {:.4f}, val loss {:.4f} ({:.3f} bits per token), {:.0f} tokens/s, {:.1f} s{}{}\n",
                s.steps, s.loss, s.eval.loss, s.eval.loss / std::numbers::ln2, s.tokens_per_s, s.seconds,
-               s.interrupted ? " (interrupted)" : "");
+               s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
   else
-    fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}\n", s.steps,
+    fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}{}\n", s.steps,
                s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
-               s.interrupted ? " (interrupted)" : "");
+               s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
   if (!o.json && o.run.is_text())
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}; sample with: headgrad sample --checkpoint {}\n", o.out_dir,
                o.out_dir, s.checkpoint, train::shell_quote(s.checkpoint));
@@ -239,9 +246,10 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
                                    c.wait_seconds / steps);
     fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
                "\"tokens_per_s\": {:.1f}, \"train_seconds\": {:.3f}, \"seconds\": {:.3f}, \"interrupted\": {}, "
-               "\"ranks\": {}, \"threads\": {}, \"shards\": {}{}, \"out\": \"{}\"}}\n",
+               "\"ranks\": {}, \"threads\": {}, \"shards\": {}, \"reference\": {}{}, \"out\": \"{}\"}}\n",
                s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.train_seconds,
-               s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, s.shards, comm, o.out_dir);
+               s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, s.shards, s.reference ? "true" : "false",
+               comm, o.out_dir);
   }
 }
 

@@ -12,12 +12,14 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/shard_tree.hpp"
+#include "framework/engine/kernels.hpp"
 #include "framework/engine/profiler.hpp"
 #include "framework/core/random.hpp"
 #include "framework/engine/runtime/clock.hpp"
 #include "framework/engine/runtime/threads.hpp"
 #include "train/pictures/attention_svg.hpp"
 #include "train/parallel/dropout_state.hpp"
+#include "train/parallel/parallel_step.hpp"
 #include "train/pictures/curves_svg.hpp"
 #include "train/run/memory_estimate.hpp"
 #include "train/run/metrics_csv.hpp"
@@ -69,14 +71,31 @@ void check_resumable(const RunConfig& run, RunConfig checkpoint, const std::stri
 struct Trainee {
   std::unique_ptr<models::TokenModel> model;
   std::unique_ptr<optim::Optimizer> optimizer;
+  std::int64_t shards = 1;                 // S, the shards of every batch
+  bool textbook = false;                   // one thread of one rank trains on the whole batch
   std::unique_ptr<ThreadReplicas> workers; // threads > 1: the rank's shards spread over threads
   std::unique_ptr<ShardDropout> dropout;   // the dropout generators of the rank's shards
   std::unique_ptr<distributed::BucketedAllreduce> across_ranks; // several ranks: the gradient sums
   std::int64_t start = 0;                  // steps done before this invocation
+
+  // One step on `batch`: the textbook step when one thread trains on the whole batch, else the
+  // parallel step over the shards (train/parallel/parallel_step.hpp). (One shard on several
+  // threads is the parallel step's too: it runs a shard's ops on one thread, so that the bits
+  // depend on the shard count alone - an op split over several threads may add in another order.)
+  StepResult step(const data::Batch& batch, const StepSettings& settings) {
+    if (!textbook)
+      return parallel_step(*model, *optimizer, batch, settings, {shards, workers.get(), across_ranks.get(), dropout.get()});
+    dropout->load(*model, 0); // the masks of shard 0, which a checkpoint keeps
+    const StepResult r = train_step(*model, *optimizer, batch, settings);
+    dropout->store(*model, 0);
+    return r;
+  }
 };
 
 Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& data) {
   Trainee t;
+  t.shards = o.run.shards;
+  t.textbook = o.run.shards == 1 && o.threads == 1 && distributed::size() == 1;
   if (resumed) {
     data.check_same_text(resumed->metadata, o.resume); // first: another text also changes the vocab
     check_resumable(o.run, resumed->config, o.resume, o.reshard);
@@ -136,6 +155,7 @@ public:
     sum_.steps = t_.start;
     sum_.ranks = distributed::size();
     sum_.shards = o.run.shards;
+    sum_.reference = runtime::reference();
   }
 
   TrainSummary run() {
@@ -177,8 +197,7 @@ private:
     const double lr = schedule_.at(s);
     StepResult r;
     try {
-      r = train_step(*t_.model, *t_.optimizer, batch, {s, lr, cfg_.clip, cfg_.shards}, nullptr, t_.workers.get(),
-                     t_.across_ranks.get(), t_.dropout.get());
+      r = t_.step(batch, {s, lr, cfg_.clip});
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(fmt::format("{}, the last checkpoint {} is intact", e.what(), last_checkpoint()));
     }
@@ -283,8 +302,22 @@ std::int64_t default_shards(const TrainOptions& o) {
   return std::max<std::int64_t>(1, std::min(threads, o.run.batch));
 }
 
+// Reference mode trains the book alone: the textbook step, on one thread, composed attention.
+void check_reference_mode(const TrainOptions& o, int ranks) {
+  std::string conflict;
+  if (o.threads > 1) conflict = fmt::format("{} threads", o.threads);
+  else if (o.run.shards > 1) conflict = fmt::format("{} shards", o.run.shards);
+  else if (ranks > 1) conflict = fmt::format("{} ranks", ranks);
+  else if (o.run.attention != "composed") conflict = fmt::format("the {} attention", o.run.attention);
+  if (!conflict.empty())
+    throw std::invalid_argument(fmt::format("reference mode trains on one thread with one shard, one rank and the "
+                                            "composed attention, not {}",
+                                            conflict));
+}
+
 TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
   const int ranks = distributed::size();
+  if (runtime::reference()) check_reference_mode(options, ranks);
   distributed::set_rank_timeout(options.rank_timeout);
   if (ranks > 1) check_same_settings(options);
   // Errors that some ranks may see and others not (a directory exists on rank 0's machine only)

@@ -1,4 +1,4 @@
-// trainer.hpp - the training loop behind `headgrad train`: batches, train_step, progress,
+// trainer.hpp - the training loop behind `headgrad train`: batches, the training step, progress,
 // evaluation, metrics.csv and its curves, checkpoints and the attention picture.
 #pragma once
 #include <cstdint>
@@ -28,6 +28,7 @@ struct TrainSummary {
   int ranks = 1;                   // MPI ranks that trained (distributed::size())
   std::int64_t shards = 1;         // S, the shards of every batch (run.shards as the run resolved it)
   distributed::CommStats comm;     // this rank's gradient all-reduce (ranks > 1)
+  bool reference = false;          // trained in reference mode (runtime::reference())
 };
 
 // Trains a fresh model, or continues the checkpoint options.resume (loaded here). A non-finite
@@ -38,13 +39,19 @@ struct TrainSummary {
 // Every batch is cut into options.run.shards shards (0: ranks x threads, at most --batch), whose
 // gradients add up in the shard tree: the run's bits depend on that count, not on how many ranks
 // and threads share the shards; the checkpoint keeps it, and a resumed run must keep it unless
-// options.reshard. As one rank of several (framework/distributed/communicator.hpp) every rank
-// calls train() with the same options: each trains on its node of the shard tree (train_step),
+// options.reshard. One thread of one rank on one shard trains with the textbook step
+// (train/loop/train_step.hpp), every other layout with the parallel step
+// (train/parallel/parallel_step.hpp): the same bits over one shard. As one rank of several (framework/distributed/communicator.hpp) every rank
+// calls train() with the same options: each trains on its node of the shard tree (parallel_step),
 // and rank 0 alone evaluates, writes the output directory and prints. A collective that waits
 // options.rank_timeout for a silent rank throws distributed::RankTimeout. The ranks check that they share settings and
 // start from the same parameters, compare parameter checksums at every evaluation and at the end,
 // and stop together (after a Ctrl-C on any of them, or when rank 0 reaches stop_at_seq_acc). Errors every rank sees alike
 // are distributed::CollectiveError (or NonFiniteError).
+//
+// In reference mode (runtime::set_reference, framework/engine/kernels.hpp) the run is the textbook
+// step on one thread over the whole batch with d2l's composed attention: options asking for more
+// threads, shards or ranks, or the fused attention, are refused (std::invalid_argument).
 TrainSummary train(const TrainOptions& options);
 // Continues `resumed`, the checkpoint options.resume already loaded (so it is read once).
 // options.run must keep every field that must match on resume (train::Role): the model is the

@@ -6,11 +6,12 @@
 
 #include "framework/distributed/communicator.hpp"
 #include "framework/nn/layers.hpp"
+#include "train/run/checkpoint.hpp"
 
 namespace headgrad::train {
 namespace {
 
-constexpr const char* kPrefix = "rng.";
+constexpr const char* kPrefix = kDropoutStatePrefix; // (train/run/checkpoint.hpp)
 
 std::string entry_name(std::int64_t shard, const std::string& module) {
   return fmt::format("{}shard{}.{}", kPrefix, shard, module);
@@ -50,8 +51,6 @@ GeneratorState from_tensor(const Tensor& t, const std::string& source, const std
 }
 
 } // namespace
-
-bool is_dropout_state(const std::string& name) { return name.rfind(kPrefix, 0) == 0; }
 
 ShardDropout::ShardDropout(models::TokenModel& model, std::uint64_t seed, std::int64_t shards,
                            distributed::ShardRange mine)

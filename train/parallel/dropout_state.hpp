@@ -3,7 +3,7 @@
 // (torch.get_rng_state / set_rng_state in a PyTorch checkpoint).
 //
 // Shard s draws its masks from generators of its own, whichever worker of whichever rank runs it
-// (train_step loads them into the worker before the shard's forward and takes them back after),
+// (parallel_step loads them into the worker before the shard's forward and takes them back after),
 // so that masks, like the gradient sums, depend on the shard count and not on the layout. They
 // start as worker s of a single process with S threads seeds its own: shard 0 as the model built
 // from the run's seed, shard s > 0 as the replica seeded mix_seed(seed, s)
@@ -49,8 +49,5 @@ private:
   std::vector<std::string> modules_;              // the dropout modules' names, in module order
   std::vector<std::vector<GeneratorState>> gens_; // [shard - mine.first][module]
 };
-
-// Whether a checkpoint tensor name is a dropout state (kept beside the optimizer's state).
-bool is_dropout_state(const std::string& name);
 
 } // namespace headgrad::train

@@ -3,7 +3,7 @@
 // as it saves. Instead each thread runs the whole forward and backward on its own rows of the
 // batch, with every op on one thread, and the gradients are added up once at the end (the design
 // of data-parallel training - PyTorch DDP, Li et al. 2020 - inside one process, with shared
-// parameter memory instead of an all-reduce). train_step spreads a batch's shards over the workers
+// parameter memory instead of an all-reduce). parallel_step spreads a batch's shards over the workers
 // and adds their gradients in the shard tree (framework/distributed/shard_tree.hpp).
 #pragma once
 #include <memory>

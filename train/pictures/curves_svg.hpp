@@ -28,7 +28,7 @@ std::vector<double> smoothed(const std::vector<double>& values);
 // Each run's polylines carry class="train-loss" (smoothed), "train-loss-raw", "eval-loss",
 // "token-acc", "seq-acc" or "lr", and data-run="<index of the run>". Bounded whatever the runs'
 // lengths: a log of more than 2 * kCurvePoints rows in a series is thinned first (means of
-// consecutive rows, train/pictures/curve_points.hpp), and the legend says how many steps a point stands for.
+// consecutive rows, train/run/curve_points.hpp), and the legend says how many steps a point stands for.
 std::string render_curves_svg(const std::vector<RunCurves>& runs, const std::string& title);
 
 // OUT_DIR/curves.svg of `log` (the run's metrics.csv as MetricsCsv keeps it), written atomically:

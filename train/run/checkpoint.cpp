@@ -5,7 +5,6 @@
 #include <set>
 
 #include "framework/io/safetensors.hpp"
-#include "train/parallel/dropout_state.hpp"
 #include "train/run/run_model.hpp"
 
 namespace headgrad::train {
@@ -143,6 +142,8 @@ LoadedRun load_model_checkpoint(const std::string& model_path) {
   run.metadata = f.metadata;
   return run;
 }
+
+bool is_dropout_state(const std::string& name) { return name.rfind(kDropoutStatePrefix, 0) == 0; }
 
 namespace {
 

@@ -35,6 +35,12 @@ struct CheckpointExtras {
   NamedTensors run_state;
 };
 
+// The run state's entries are named "rng.<...>" (the dropout generators' states,
+// "rng.shard1.blks.0.addnorm1.dropout"); no optimizer state entry is.
+inline constexpr const char* kDropoutStatePrefix = "rng.";
+// Whether an entry of the optimizer file is a dropout state (run state, not the optimizer's).
+bool is_dropout_state(const std::string& name);
+
 // Writes the optimizer state, then the model, each atomically (temp file, fsync, rename). The
 // optimizer file that matches the model file already on disk is first renamed to
 // optimizer.prev.safetensors and removed only once the new model file is in place, so a kill at

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <unistd.h>
 
-#include "train/loop/evaluate.hpp"
+#include "train/run/held_out.hpp"
 #include "train/run/run_model.hpp"
 
 namespace headgrad::train {

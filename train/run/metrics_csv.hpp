@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "train/pictures/curve_points.hpp"
-#include "train/loop/evaluate.hpp"
+#include "train/run/curve_points.hpp"
+#include "train/run/held_out.hpp"
 
 namespace headgrad::train {
 
@@ -38,7 +38,7 @@ struct MetricsLog {
 };
 
 // A log as its curves use it, in bounded memory: rows added one at a time are kept thinned to at
-// most 2 * kCurvePoints points per series (train/pictures/curve_points.hpp: each point the mean of
+// most 2 * kCurvePoints points per series (train/run/curve_points.hpp: each point the mean of
 // consecutive rows). A row for a step at or before the last one of its kind starts the log again
 // from there (a resumed run's rows win over those of the run it continued).
 class CurveLog {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "data/text.hpp"
-#include "train/loop/evaluate.hpp"
+#include "train/run/held_out.hpp"
 #include "train/run/run_config.hpp"
 
 namespace headgrad::train {

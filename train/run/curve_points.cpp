@@ -1,4 +1,4 @@
-#include "train/pictures/curve_points.hpp"
+#include "train/run/curve_points.hpp"
 
 #include <algorithm>
 
