@@ -35,7 +35,8 @@ row scaled by a power of two (t_layer_norm's ref_exp).
 
 So the families of the second round (softmax_special, large_logits, layer_norm_overflow, clip,
 correction, accepted), then masks (every form of AttentionMask), and the third round (linear_gelu,
-linear_residual, in families of the first) come after all the others.
+linear_residual, sum_to, linear_relu, self_attention, in families of the first) come after all
+the others.
 
 File layout (safetensors, written with make_fixtures.write_safetensors):
   data.f32, data.f64, data.i64   every tensor's elements, back to back, in one flat tensor per
@@ -567,17 +568,22 @@ def fam_matmul(n):
         yield "matmul", {"scale": scale}, [fin(sa, dt, "normal", special), fin(sb, dt, "normal", special)]
 
 
+def linear_inputs(dt, wide=False):
+    """A linear layer's inputs: x (..., in), N(0, 1) (wide: or N(0, 10)), W (out, in) and, 7 times
+    in 10, a bias (out)."""
+    i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
+    lead = rand_shape(0, 2)
+    ins = [fin(lead + (i,), dt, pick(["normal", "wide"]) if wide else "normal"), fin((o, i), dt)]
+    if chance(0.7):
+        ins.append(fin((o,), dt, view=0))
+    return ins
+
+
 @family("linear", 110,
         linear=lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)])
 def fam_linear(n):
     for _ in range(n):
-        dt = dtypes()
-        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
-        lead = rand_shape(0, 2)
-        ins = [fin(lead + (i,), dt), fin((o, i), dt)]
-        if chance(0.7):
-            ins.append(fin((o,), dt, view=0))
-        yield "linear", {}, ins
+        yield "linear", {}, linear_inputs(dtypes())
 
 
 @family("layer_norm", 110,
@@ -1174,11 +1180,7 @@ def fam_linear_gelu(n):
     """linear followed by gelu, the fused op GPT's MLP runs. Run last, as fam_gelu, so that adding it
     left the earlier cases' random stream as it was."""
     for _ in range(n):
-        dt = dtypes()
-        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
-        ins = [fin(rand_shape(0, 2) + (i,), dt, pick(["normal", "wide"])), fin((o, i), dt)]
-        if chance(0.7):
-            ins.append(fin((o,), dt, view=0))
+        ins = linear_inputs(dtypes(), wide=True)
         yield "linear_gelu", {"approximate": pick(["none", "none", "tanh"])}, ins
 
 
@@ -1195,6 +1197,44 @@ def fam_linear_residual(n):
         if chance(0.5):
             ins.append(fin((o,), dt, view=0))
         yield "linear_residual", {}, ins
+
+
+def t_self_attention(x, p):
+    """self_attention(qkv): attention of qkv's column blocks q, k, v = [0, C), [C, 2C), [2C, 3C)."""
+    C = x[0].shape[-1] // 3
+    return t_attention([x[0][..., :C], x[0][..., C:2 * C], x[0][..., 2 * C:]] + list(x[1:]), p)
+
+
+@family("reduce", 100, sum_to=lambda x, p: [x[0].sum_to_size(p["shape"])])
+def fam_sum_to(n):
+    """sum_to: x summed onto a shape that broadcasts to x's (leading axes left out, axes of size 1),
+    as the gradient of a broadcast operand is."""
+    for _ in range(n):
+        dt = dtypes()
+        shape = rand_shape(0, 4)
+        special = 0.08 if chance(0.3) else 0.0
+        yield "sum_to", {"shape": list(broadcast_operand(shape))}, [fin(shape, dt, "normal", special)]
+
+
+@family("linear", 60, linear_relu=lambda x, p: [torch.relu(F.linear(x[0], x[1], x[2] if len(x) > 2 else None))])
+def fam_linear_relu(n):
+    """relu of linear, the fused op of the position-wise FFN's first layer."""
+    for _ in range(n):
+        ins = linear_inputs(dtypes(), wide=True)
+        yield "linear_relu", {}, ins
+
+
+@family("attention", 60, self_attention=t_self_attention)
+def fam_self_attention(n):
+    """self_attention of one packed projection qkv (B, T, 3C), with lengths (B) or (B, T) or none,
+    causal or not; every row keeps key 0."""
+    for _ in range(n):
+        dt = dtypes()
+        B, T, H, dh = rand_size(0.05, 0.2, 3), rand_size(0.05, 0.2, 4), pick([1, 2]), rand_size(0, 0.2, 3)
+        ins = [fin((B, T, 3 * H * dh), dt, view=0.2)]
+        if T and chance(0.5):
+            ins.append(iin(rng.integers(1, T + 1, (B,) if chance(0.5) else (B, T))))
+        yield "self_attention", {"heads": H, "causal": chance(0.3)}, ins
 
 
 # --------------------------------------------------------------------------------------------
