@@ -1,9 +1,13 @@
-// differential_calls.hpp - what the *_checks.cpp files write their differential calls with
-// (framework/checks/registry.hpp, DifferentialCall): the call of an op from one of PyTorch's cases,
-// its inputs x (read through their views) and its parameters p, a JSON object, as
-// tests/reference/make_op_cases.py writes them. Private, like registry.hpp.
+// differential_calls.hpp - how tests/test_differential.cpp replays PyTorch's cases of an op
+// (tests/reference/make_op_cases.py): each case names its op ("sigmoid", "pow_scalar",
+// "graph_softmax_gram") and stores its inputs, which the test reads through their views, and its
+// parameters, a JSON object p. The op's family registers the call that computes the op's outputs
+// from them (framework/checks/registry.hpp, CheckFamily::differential_calls), written with the
+// helpers below. Private, like registry.hpp.
 #pragma once
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -19,6 +23,15 @@ namespace headgrad::checks {
 using json = nlohmann::json;
 using Inputs = std::vector<Tensor>; // (as in row_helpers.hpp)
 using Outputs = std::vector<Tensor>;
+
+using DifferentialFn = std::function<Outputs(const Inputs& x, const json& p)>;
+struct DifferentialCall {
+  std::string op; // the cases' op name, as make_op_cases.py writes it
+  DifferentialFn call;
+};
+
+// Every registered call by its op name; throws std::logic_error if two families register one name.
+std::map<std::string, DifferentialFn> differential_calls();
 
 // The fixture's dtype names: "f32", "f64", "i64", "bool".
 DType dtype_named(const std::string& s);

@@ -4,6 +4,8 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "framework/checks/differential_calls.hpp"
+
 namespace headgrad::checks {
 namespace {
 

@@ -16,8 +16,6 @@
 #pragma once
 #include <cstddef>
 #include <functional>
-#include <map>
-#include <nlohmann/json_fwd.hpp>
 #include <set>
 #include <string>
 #include <utility>
@@ -61,15 +59,8 @@ struct GradcheckRows {
   }
 };
 
-// How tests/test_differential.cpp replays one op of PyTorch's cases: make_op_cases.py names each
-// case's op ("sigmoid", "pow_scalar", "graph_softmax_gram") and stores its inputs, which the test
-// reads through their views, and its parameters, a JSON object p; the call computes the op's
-// outputs from them (framework/checks/differential_calls.hpp has the helpers).
-using DifferentialFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& x, const nlohmann::json& p)>;
-struct DifferentialCall {
-  std::string op; // the cases' op name, as make_op_cases.py writes it
-  DifferentialFn call;
-};
+// How tests/test_differential.cpp replays one op of PyTorch's cases: framework/checks/differential_calls.hpp.
+struct DifferentialCall;
 
 // What one file registers: its family's name (the file's path without "_checks.cpp", e.g.
 // "framework/ops/softmax"), the functions that add its gradient-check rows, in order, the one that
@@ -105,8 +96,6 @@ std::vector<GradcheckCase> gradcheck_cases();
 std::vector<GradcheckCase> gradcheck_cases(const std::string& group);
 // Every misuse row, in the same order.
 std::vector<MisuseRow> misuse_rows();
-// Every differential call by its op name; throws std::logic_error if two families register one name.
-std::map<std::string, DifferentialFn> differential_calls();
 // The ops the families list as composite, with no gradient, or not replayed.
 std::set<std::string> composite_ops();
 std::set<std::string> no_gradient_ops();
