@@ -6,14 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <regex>
 #include <set>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "framework/checks/registry.hpp"
-#include "tests/test_support.hpp"
+#include "tests/declared_ops.hpp"
 
 using namespace headgrad;
 using namespace headgrad::checks;
@@ -27,18 +26,6 @@ std::set<std::string> ops_with_rows(const std::vector<GradcheckCase>& cases) {
   std::set<std::string> s;
   for (const auto& c : cases) s.insert(op_of(c));
   return s;
-}
-
-// The ops a header declares: "Tensor name(" at the start of a line (or the pieces of a split, or
-// values with indices).
-std::set<std::string> ops_declared_in(const std::string& header) {
-  const std::string text = test_support::read_file(std::string(HEADGRAD_SOURCE_DIR) + "/" + header);
-  REQUIRE_FALSE(text.empty());
-  const std::regex decl(R"(^(?:Tensor|std::vector<Tensor>|ValuesIndices) ([a-z_0-9]+)\()", std::regex::multiline);
-  std::set<std::string> declared;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it)
-    declared.insert((*it)[1].str());
-  return declared;
 }
 
 } // namespace
@@ -105,7 +92,7 @@ TEST_CASE("gradcheck table: size, names and groups") {
 }
 
 TEST_CASE("gradcheck table: every op declared in ops.hpp has rows, and every op row names one") {
-  const std::set<std::string> declared = ops_declared_in("framework/ops/ops.hpp");
+  const std::set<std::string> declared = test_support::ops_declared_in("framework/ops/ops.hpp");
   CHECK(declared.size() >= 50);
   const auto have = ops_with_rows(gradcheck_cases("ops"));
   for (const auto& op : declared)
@@ -115,13 +102,13 @@ TEST_CASE("gradcheck table: every op declared in ops.hpp has rows, and every op 
 }
 
 TEST_CASE("gradcheck table: every op declared in nn_ops.hpp has rows") {
-  const std::set<std::string> declared = ops_declared_in("framework/ops/nn_ops.hpp");
-  // sequence_mask builds a bool mask from integer lengths: nothing to differentiate.
-  const std::set<std::string> not_differentiable = {"sequence_mask"};
+  const std::set<std::string> declared = test_support::ops_declared_in("framework/ops/nn_ops.hpp");
+  // (an op with nothing to differentiate, as sequence_mask, is listed as such by its registration)
+  const std::set<std::string> no_gradient = no_gradient_ops();
   CHECK(declared.size() >= 10);
   const auto have = ops_with_rows(gradcheck_cases());
   for (const auto& op : declared)
-    if (!not_differentiable.count(op))
+    if (!no_gradient.count(op))
       CHECK_MESSAGE(have.count(op) == 1, "nn_ops.hpp declares " << op << " but no registered gradcheck row names it");
 }
 

@@ -11,7 +11,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <regex>
@@ -22,7 +21,7 @@
 #include "framework/checks/registry.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
-#include "tests/test_support.hpp"
+#include "tests/declared_ops.hpp"
 
 using namespace headgrad;
 using namespace headgrad::checks::misuse;
@@ -234,15 +233,9 @@ TEST_CASE("misuse: the crashes reported against the library now throw") {
 TEST_CASE("misuse: every function the public op headers declare has a row") {
   std::set<std::string> have;
   for (const auto& r : checks::misuse_rows()) have.insert(r.fn);
-  // Every header of framework/ops/ (a new one included) but the ops' helpers, which declare no op,
-  // and the drawing of tokens (train/sample/sampling.hpp).
-  const std::set<std::string> helpers = {"attention_mask.hpp", "reduced_axes.hpp", "dropout_draw.hpp", "map.hpp",
-                                         "scatter.hpp"};
-  std::set<std::string> headers = {"train/sample/sampling.hpp"};
-  for (const auto& e : std::filesystem::directory_iterator(std::string(HEADGRAD_SOURCE_DIR) + "/framework/ops"))
-    if (e.path().extension() == ".hpp" && !helpers.count(e.path().filename().string()))
-      headers.insert("framework/ops/" + e.path().filename().string());
-  CHECK(headers.size() >= 5); // ops, nn_ops, compare, promotion, sampling
+  // Every header of framework/ops/ (a new one included) but the ops' helpers, and train/sample/sampling.hpp.
+  const std::vector<std::string> headers = test_support::op_headers();
+  CHECK(headers.size() >= 5); // ops, nn_ops, compare, sampling, promotion
   std::size_t declared = 0;
   for (const std::string& header : headers) {
     for (const auto& fn : declared_in(header)) {

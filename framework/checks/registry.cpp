@@ -4,6 +4,8 @@
 #include <iterator>
 #include <stdexcept>
 
+#include "framework/checks/differential_calls.hpp"
+
 namespace headgrad::checks {
 namespace {
 
@@ -26,6 +28,17 @@ std::vector<CheckFamily> check_families() {
       throw std::logic_error("check_families: rows of " + out[i].name + " registered twice");
   return out;
 }
+
+namespace {
+
+// The ops one kind of list names over every family.
+std::set<std::string> listed(std::vector<std::string> CheckFamily::*list) {
+  std::set<std::string> ops;
+  for (const auto& family : check_families()) ops.insert((family.*list).begin(), (family.*list).end());
+  return ops;
+}
+
+} // namespace
 
 std::vector<GradcheckCase> gradcheck_cases() {
   GradcheckRows rows;
@@ -50,6 +63,25 @@ std::vector<MisuseRow> misuse_rows() {
   }
   return all;
 }
+
+std::map<std::string, DifferentialFn> differential_calls() {
+  std::map<std::string, DifferentialFn> calls;
+  std::map<std::string, std::string> family_of;
+  for (const auto& family : check_families()) {
+    if (!family.differential_calls) continue;
+    for (auto& c : family.differential_calls()) {
+      const auto [at, added] = family_of.emplace(c.op, family.name);
+      if (!added)
+        throw std::logic_error("differential_calls: " + c.op + " registered by " + at->second + " and " + family.name);
+      calls.emplace(c.op, std::move(c.call));
+    }
+  }
+  return calls;
+}
+
+std::set<std::string> composite_ops() { return listed(&CheckFamily::composite); }
+std::set<std::string> no_gradient_ops() { return listed(&CheckFamily::no_gradient); }
+std::set<std::string> not_replayed_ops() { return listed(&CheckFamily::not_replayed); }
 
 GradcheckRow run_gradcheck_case(const GradcheckCase& c) {
   GradcheckRow row{&c, c.run ? c.run(c.options) : gradcheck(c.fn, c.make_inputs(), c.options), 0.0, 0.0};

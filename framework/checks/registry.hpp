@@ -1,6 +1,11 @@
-// registry.hpp - the rows that check every op and model: gradient checks (float64 central
-// differences, `headgrad gradcheck`, tests/test_gradcheck_table.cpp) and misuse rows (bad tensors
-// must be refused by name, tests/test_misuse.cpp).
+// registry.hpp - what every op family and model registers beside its code, in one place:
+//   - gradient checks (float64 central differences: `headgrad gradcheck`, tests/test_gradcheck_table.cpp),
+//   - misuse rows (bad tensors must be refused by name: tests/test_misuse.cpp),
+//   - differential calls (PyTorch's cases of the op, tests/reference/make_op_cases.py, replayed by
+//     tests/test_differential.cpp),
+//   - the ops' rows of framework/ops/DERIVATIVES.md (whose table is generated from them:
+//     framework/checks/derivatives_table.hpp),
+//   - the declared ops that need no DERIVATIVES row (composites, no gradient) or cannot be replayed.
 //
 // The rows of an op family live beside the family's op file (framework/checks/ops/softmax_checks.cpp
 // beside softmax.cpp), those of a model beside the model (models/checks/gpt_checks.cpp), and each file
@@ -54,13 +59,27 @@ struct GradcheckRows {
   }
 };
 
+// How tests/test_differential.cpp replays one op of PyTorch's cases: framework/checks/differential_calls.hpp.
+struct DifferentialCall;
+
 // What one file registers: its family's name (the file's path without "_checks.cpp", e.g.
-// "framework/ops/softmax"), the functions that add its gradient-check rows, in order, and the one
-// that lists its misuse rows (or nullptr).
+// "framework/ops/softmax"), the functions that add its gradient-check rows, in order, the one that
+// lists its misuse rows, the one that lists its differential calls, its DERIVATIVES rows (each may
+// be nullptr), and the ops its header declares that have no DERIVATIVES row or no PyTorch cases.
 struct CheckFamily {
   std::string name;
-  std::vector<void (*)(GradcheckRows&)> gradcheck_rows;
+  std::vector<void (*)(GradcheckRows&)> gradcheck_rows = {};
   std::vector<MisuseRow> (*misuse_rows)() = nullptr;
+  std::vector<DifferentialCall> (*differential_calls)() = nullptr;
+  // Its rows of framework/ops/DERIVATIVES.md's table, as markdown (framework/checks/derivatives_table.hpp).
+  const char* derivatives = nullptr;
+  // Declared ops without a DERIVATIVES row of their own: composites, whose gradient autograd builds
+  // from the ops they call, and ops with no gradient (comparisons, indices, samples).
+  std::vector<std::string> composite = {};
+  std::vector<std::string> no_gradient = {};
+  // Differentiable ops PyTorch cannot compute the same way (their result depends on headgrad's
+  // random draws); the registration says where their derivative is replayed instead.
+  std::vector<std::string> not_replayed = {};
 };
 
 // A static one of these in each *_checks.cpp registers its family.
@@ -77,6 +96,10 @@ std::vector<GradcheckCase> gradcheck_cases();
 std::vector<GradcheckCase> gradcheck_cases(const std::string& group);
 // Every misuse row, in the same order.
 std::vector<MisuseRow> misuse_rows();
+// The ops the families list as composite, with no gradient, or not replayed.
+std::set<std::string> composite_ops();
+std::set<std::string> no_gradient_ops();
+std::set<std::string> not_replayed_ops();
 
 struct GradcheckRow {
   const GradcheckCase* c;

@@ -7,7 +7,15 @@ Run by hand from the repository root with the Debian PyTorch (1.13):
     /usr/bin/python3 tests/reference/make_op_cases.py
 
 It writes tests/reference/fixtures/op_cases.safetensors (committed; CI has no torch). Everything is
-seeded: a rerun on the same torch build gives a byte-identical file.
+seeded: a rerun on the same torch build and CPU gives a byte-identical file (matmul and linear
+results follow the BLAS kernel chosen for the CPU in their last bits).
+
+A family is a generator of cases registered with @family: its name, its number of cases, and the
+PyTorch twins of the ops it brings (each computes the op's outputs from its inputs, read through
+their views, and its parameters; tests/test_differential.cpp replays the case through the call
+headgrad registers under the op's name, framework/checks/registry.hpp). The generators draw from
+one random stream in the order they are registered, so a new op's generator, registered after the
+last one, leaves every earlier case (and its offsets) as it was.
 
 Every case is one call of one op: its inputs (float32 or float64, int64 indices, bool masks),
 optionally read through a chain of views (transpose, permute, a stepped slice, expand, unsqueeze -
@@ -25,10 +33,10 @@ more for clip_grad_norm. One is encoded instead, because headgrad's answer is th
 layer norm rows whose squared deviations overflow, whose reference is PyTorch's layer_norm of the
 row scaled by a power of two (t_layer_norm's ref_exp).
 
-The families of the second round (softmax_special, large_logits, layer_norm_overflow, clip,
-correction, accepted), and then masks (every form of AttentionMask), come after all the others,
-each drawing from the one random stream in turn, so that adding them left every earlier case (and
-its offsets) as it was.
+So the families of the second round (softmax_special, large_logits, layer_norm_overflow, clip,
+correction, accepted), then masks (every form of AttentionMask), and the third round (linear_gelu,
+linear_residual, sum_to, linear_relu, self_attention, in families of the first) come after all
+the others.
 
 File layout (safetensors, written with make_fixtures.write_safetensors):
   data.f32, data.f64, data.i64   every tensor's elements, back to back, in one flat tensor per
@@ -330,114 +338,38 @@ def t_clip_grad_norm(x, p):
     return [norm.to(x[0].dtype)] + [t.grad for t in params]
 
 
-OPS = {
-    # binary, broadcasting
-    "add": lambda x, p: [x[0] + x[1]],
-    "sub": lambda x, p: [x[0] - x[1]],
-    "mul": lambda x, p: [x[0] * x[1]],
-    "div": lambda x, p: [x[0] / x[1]],
-    "pow": lambda x, p: [torch.pow(x[0], x[1])],
-    # scalar operand
-    "add_scalar": lambda x, p: [x[0] + p["s"]],
-    "mul_scalar": lambda x, p: [x[0] * p["s"]],
-    "rsub_scalar": lambda x, p: [p["s"] - x[0]],
-    "rdiv_scalar": lambda x, p: [p["s"] / x[0]],
-    "pow_scalar": lambda x, p: [torch.pow(x[0], p["s"])],
-    "neg": lambda x, p: [-x[0]],
-    # unary
-    "exp": lambda x, p: [torch.exp(x[0])],
-    "log": lambda x, p: [torch.log(x[0])],
-    "sqrt": lambda x, p: [torch.sqrt(x[0])],
-    "tanh": lambda x, p: [torch.tanh(x[0])],
-    "relu": lambda x, p: [torch.relu(x[0])],
-    "gelu": lambda x, p: [F.gelu(x[0], approximate=p["approximate"])],
-    "abs": lambda x, p: [torch.abs(x[0])],
-    "sigmoid": lambda x, p: [torch.sigmoid(x[0])],
-    "clamp": lambda x, p: [torch.clamp(x[0], p["min"], p["max"])],
-    # reductions
-    "sum": lambda x, p: t_sum(x[0], p),
-    "mean": lambda x, p: t_mean(x[0], p),
-    "var": lambda x, p: [torch.var(x[0], dim=dims_or_all(x[0], p["axes"]), correction=p["correction"],
-                                   keepdim=p["keepdim"])],
-    "std": lambda x, p: [torch.std(x[0], dim=dims_or_all(x[0], p["axes"]), correction=p["correction"],
-                                   keepdim=p["keepdim"])],
-    "logsumexp": lambda x, p: [torch.logsumexp(x[0], dim=dims_or_all(x[0], p["axes"]), keepdim=p["keepdim"])],
-    # extreme values
-    "max": lambda x, p: [torch.max(x[0], p["axis"], p["keepdim"]).values],
-    "min": lambda x, p: [torch.min(x[0], p["axis"], p["keepdim"]).values],
-    "max_with_indices": lambda x, p: list(torch.max(x[0], p["axis"], p["keepdim"])),
-    "min_with_indices": lambda x, p: list(torch.min(x[0], p["axis"], p["keepdim"])),
-    "argmax": lambda x, p: [torch.argmax(x[0]) if p["axis"] is None else torch.argmax(x[0], p["axis"], p["keepdim"])],
-    "argmin": lambda x, p: [torch.argmin(x[0]) if p["axis"] is None else torch.argmin(x[0], p["axis"], p["keepdim"])],
-    "topk": lambda x, p: list(torch.topk(x[0], p["k"], p["axis"], p["largest"], sorted=True)),
-    # softmax family
-    "softmax": lambda x, p: [torch.softmax(x[0], -1 if p["axis"] is None else p["axis"])],
-    "log_softmax": lambda x, p: [torch.log_softmax(x[0], -1 if p["axis"] is None else p["axis"])],
-    # products and layers
-    "matmul": lambda x, p: [torch.matmul(x[0], x[1]) * p["scale"] if p["scale"] != 1 else torch.matmul(x[0], x[1])],
-    "linear": lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)],
-    "linear_gelu": lambda x, p: [F.gelu(F.linear(x[0], x[1], x[2] if len(x) > 2 else None),
-                                        approximate=p["approximate"])],
-    "linear_residual": lambda x, p: [x[2] + F.linear(x[0], x[1], x[3] if len(x) > 3 else None)],
-    "layer_norm": lambda x, p: t_layer_norm(x, p),
-    "add_layer_norm": lambda x, p: t_layer_norm([x[0] + x[1]] + list(x[2:]), p),
-    "clip_grad_norm": lambda x, p: t_clip_grad_norm(x, p),
-    "cross_entropy": t_cross_entropy,
-    # indexing
-    "index_select": lambda x, p: [torch.index_select(x[0], p["axis"], x[1])],
-    "gather": lambda x, p: [torch.gather(x[0], p["axis"], x[1])],
-    "embedding": lambda x, p: [F.embedding(x[1], x[0])],
-    # shapes
-    "reshape": lambda x, p: [x[0].reshape(p["shape"])],
-    "view": lambda x, p: [x[0].view(p["shape"])],
-    "permute": lambda x, p: [x[0].permute(*p["order"])],
-    "transpose": lambda x, p: [x[0].transpose(p["a"], p["b"])],
-    "slice": lambda x, p: t_slice(x[0], p),
-    "concat": lambda x, p: [torch.cat(x, p["axis"])],
-    "stack": lambda x, p: [torch.stack(x, p["axis"])],
-    "split": lambda x, p: list(torch.split(x[0], p["size"] if p["size"] is not None else p["sizes"], p["axis"])),
-    "chunk": lambda x, p: list(torch.chunk(x[0], p["chunks"], p["axis"])),
-    "expand": lambda x, p: [x[0].expand(*p["shape"])],
-    "squeeze": lambda x, p: [x[0].squeeze() if p["axis"] is None else x[0].squeeze(p["axis"])],
-    "unsqueeze": lambda x, p: [x[0].unsqueeze(p["axis"])],
-    "clone": lambda x, p: [x[0].clone()],
-    "to_dtype": lambda x, p: [x[0].to(TORCH[p["dtype"]])],
-    # picking
-    "where": lambda x, p: [torch.where(x[0], x[1], x[2])],
-    "masked_fill": lambda x, p: [x[0].masked_fill(x[1], p["value"])],
-    # comparisons and logic
-    **{name: (lambda fn: lambda x, p: [fn(x[0], x[1] if p.get("s") is None else p["s"])])(getattr(torch, name))
-       for name in ("eq", "ne", "lt", "le", "gt", "ge")},
-    "logical_and": lambda x, p: [torch.logical_and(x[0], x[1])],
-    "logical_or": lambda x, p: [torch.logical_or(x[0], x[1])],
-    "logical_not": lambda x, p: [torch.logical_not(x[0])],
-    # attention and masks
-    "masked_softmax": lambda x, p: [d2l_masked_softmax(x[0] * 1.0, x[1] if len(x) > 1 else None)],
-    "causal_softmax": lambda x, p: [x[0].masked_fill(
-        torch.arange(x[0].shape[-1])[None, :] > torch.arange(x[0].shape[-2])[:, None], -math.inf).softmax(-1)],
-    "masked_softmax_keep": lambda x, p: [x[0].masked_fill(~(x[1] if x[1].dim() == 3 else x[1][:, None, :]),
-                                                          -math.inf).softmax(-1)],
-    "dropout_with_mask": lambda x, p: [x[0] * x[1] / (1 - p["p"])],
-    "attention": t_attention,
-    "masked_softmax_mask": t_masked_softmax_mask,
-    "sequence_mask": lambda x, p: [torch.arange(p["max_len"])[None, :] < x[0][:, None]],
-    # small graphs that reuse intermediates
-    "graph_tanh_reuse": lambda x, p: [(lambda e: e * e + e)(torch.tanh(x[0]))],
-    "graph_softmax_gram": lambda x, p: [(lambda s: s @ s.transpose(-1, -2))(torch.softmax(x[0], -1))],
-    "graph_norm": lambda x, p: [(lambda c: c / torch.sqrt((c * c).mean(-1, keepdim=True) + 1e-5))(
-        x[0] - x[0].mean(-1, keepdim=True))],
-    "graph_ffn_lse": lambda x, p: [(lambda h: (h * h).sum(-1) + torch.logsumexp(h, (-1,)))(
-        torch.relu(F.linear(x[0], x[1], x[2])))],
-}
+# --------------------------------------------------------------------------------------------
+# the families: each generator yields (op, params, [Inp]); @family registers it with the PyTorch
+# twins of the ops it brings, each computing the op's outputs from its inputs (read through their
+# views) and its params
+# --------------------------------------------------------------------------------------------
+OPS = {}  # op name -> its PyTorch twin
+FAMILIES = []  # (family, generator, number of cases), in the order they run
 
 
-# --------------------------------------------------------------------------------------------
-# the families: each yields (op, params, [Inp])
-# --------------------------------------------------------------------------------------------
+def family(name, n, **twins):
+    """Registers the decorated generator: `n` cases of family `name`, drawn after those of every
+    generator registered before it (so one registered last leaves every earlier case, and its
+    random draws, as they were), and the PyTorch twins of the ops it brings."""
+    def register(gen):
+        for op, twin in twins.items():
+            assert op not in OPS, f"{op}: a second twin"
+            OPS[op] = twin
+        FAMILIES.append((name, gen, n))
+        return gen
+    return register
+
+
 def dtypes():
     return pick(["f32", "f64"])
 
 
+@family("binary", 650,
+        add=lambda x, p: [x[0] + x[1]],
+        sub=lambda x, p: [x[0] - x[1]],
+        mul=lambda x, p: [x[0] * x[1]],
+        div=lambda x, p: [x[0] / x[1]],
+        pow=lambda x, p: [torch.pow(x[0], x[1])])
 def fam_binary(n):
     for _ in range(n):
         op, dt = pick(["add", "sub", "mul", "div", "pow"]), dtypes()
@@ -464,6 +396,13 @@ def fam_binary(n):
         yield op, {}, [a, b]
 
 
+@family("scalar", 260,
+        add_scalar=lambda x, p: [x[0] + p["s"]],
+        mul_scalar=lambda x, p: [x[0] * p["s"]],
+        rsub_scalar=lambda x, p: [p["s"] - x[0]],
+        rdiv_scalar=lambda x, p: [p["s"] / x[0]],
+        pow_scalar=lambda x, p: [torch.pow(x[0], p["s"])],
+        neg=lambda x, p: [-x[0]])
 def fam_scalar(n):
     for _ in range(n):
         op, dt = pick(["add_scalar", "mul_scalar", "rsub_scalar", "rdiv_scalar", "pow_scalar", "neg"]), dtypes()
@@ -474,6 +413,16 @@ def fam_scalar(n):
         yield op, ({} if op == "neg" else {"s": s}), [fin(rand_shape(0, 3), dt, kind, special)]
 
 
+@family("unary", 560,
+        exp=lambda x, p: [torch.exp(x[0])],
+        log=lambda x, p: [torch.log(x[0])],
+        sqrt=lambda x, p: [torch.sqrt(x[0])],
+        tanh=lambda x, p: [torch.tanh(x[0])],
+        relu=lambda x, p: [torch.relu(x[0])],
+        gelu=lambda x, p: [F.gelu(x[0], approximate=p["approximate"])],
+        abs=lambda x, p: [torch.abs(x[0])],
+        sigmoid=lambda x, p: [torch.sigmoid(x[0])],
+        clamp=lambda x, p: [torch.clamp(x[0], p["min"], p["max"])])
 def fam_unary(n):
     for _ in range(n):
         op, dt = pick(["exp", "log", "sqrt", "tanh", "relu", "gelu", "abs", "sigmoid", "clamp"]), dtypes()
@@ -487,16 +436,6 @@ def fam_unary(n):
         yield op, p, [fin(rand_shape(0, 3), dt, kind, special)]
 
 
-def fam_gelu(n):
-    """gelu in both forms (erf: PyTorch's default). Its own generator, run after every other
-    family, so that adding it left the earlier cases' random stream as it was."""
-    for _ in range(n):
-        dt = dtypes()
-        special = 0.12 if chance(0.35) else 0.0
-        kind = "wide" if chance(0.2) else "normal"
-        yield "gelu", {"approximate": pick(["none", "none", "tanh"])}, [fin(rand_shape(0, 3), dt, kind, special)]
-
-
 def reduced_axes(shape, allow_empty_axis):
     """Random axes to reduce ([] = all), some negative; None if every try reduced an empty axis."""
     r = len(shape)
@@ -507,6 +446,14 @@ def reduced_axes(shape, allow_empty_axis):
     return None
 
 
+@family("reduce", 420,
+        sum=lambda x, p: t_sum(x[0], p),
+        mean=lambda x, p: t_mean(x[0], p),
+        var=lambda x, p: [torch.var(x[0], dim=dims_or_all(x[0], p["axes"]), correction=p["correction"],
+                                        keepdim=p["keepdim"])],
+        std=lambda x, p: [torch.std(x[0], dim=dims_or_all(x[0], p["axes"]), correction=p["correction"],
+                                        keepdim=p["keepdim"])],
+        logsumexp=lambda x, p: [torch.logsumexp(x[0], dim=dims_or_all(x[0], p["axes"]), keepdim=p["keepdim"])])
 def fam_reduce(n):
     for _ in range(n):
         op, dt = pick(["sum", "sum", "mean", "var", "std", "logsumexp", "sum_int"]), dtypes()
@@ -531,6 +478,14 @@ def fam_reduce(n):
             yield op, {"axes": axes, "keepdim": keepdim}, [fin(shape, dt, "normal", special)]
 
 
+@family("extrema", 400,
+        max=lambda x, p: [torch.max(x[0], p["axis"], p["keepdim"]).values],
+        min=lambda x, p: [torch.min(x[0], p["axis"], p["keepdim"]).values],
+        max_with_indices=lambda x, p: list(torch.max(x[0], p["axis"], p["keepdim"])),
+        min_with_indices=lambda x, p: list(torch.min(x[0], p["axis"], p["keepdim"])),
+        argmax=lambda x, p: [torch.argmax(x[0]) if p["axis"] is None else torch.argmax(x[0], p["axis"], p["keepdim"])],
+        argmin=lambda x, p: [torch.argmin(x[0]) if p["axis"] is None else torch.argmin(x[0], p["axis"], p["keepdim"])],
+        topk=lambda x, p: list(torch.topk(x[0], p["k"], p["axis"], p["largest"], sorted=True)))
 def fam_extrema(n):
     for _ in range(n):
         op, dt = pick(["max", "min", "max_with_indices", "min_with_indices", "argmax", "argmin", "topk"]), dtypes()
@@ -569,6 +524,9 @@ def no_all_neg_inf(arr, axis):
     return not np.any(np.all(arr == -np.inf, axis=axis))
 
 
+@family("softmax", 230,
+        softmax=lambda x, p: [torch.softmax(x[0], -1 if p["axis"] is None else p["axis"])],
+        log_softmax=lambda x, p: [torch.log_softmax(x[0], -1 if p["axis"] is None else p["axis"])])
 def fam_softmax(n):
     for _ in range(n):
         op, dt = pick(["softmax", "log_softmax"]), dtypes()
@@ -585,6 +543,8 @@ def fam_softmax(n):
         yield op, {"axis": axis}, [x]
 
 
+@family("matmul", 200,
+        matmul=lambda x, p: [torch.matmul(x[0], x[1]) * p["scale"] if p["scale"] != 1 else torch.matmul(x[0], x[1])])
 def fam_matmul(n):
     for _ in range(n):
         dt = dtypes()
@@ -608,42 +568,27 @@ def fam_matmul(n):
         yield "matmul", {"scale": scale}, [fin(sa, dt, "normal", special), fin(sb, dt, "normal", special)]
 
 
+def linear_inputs(dt, wide=False):
+    """A linear layer's inputs: x (..., in), N(0, 1) (wide: or N(0, 10)), W (out, in) and, 7 times
+    in 10, a bias (out)."""
+    i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
+    lead = rand_shape(0, 2)
+    ins = [fin(lead + (i,), dt, pick(["normal", "wide"]) if wide else "normal"), fin((o, i), dt)]
+    if chance(0.7):
+        ins.append(fin((o,), dt, view=0))
+    return ins
+
+
+@family("linear", 110,
+        linear=lambda x, p: [F.linear(x[0], x[1], x[2] if len(x) > 2 else None)])
 def fam_linear(n):
     for _ in range(n):
-        dt = dtypes()
-        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
-        lead = rand_shape(0, 2)
-        ins = [fin(lead + (i,), dt), fin((o, i), dt)]
-        if chance(0.7):
-            ins.append(fin((o,), dt, view=0))
-        yield "linear", {}, ins
+        yield "linear", {}, linear_inputs(dtypes())
 
 
-def fam_linear_gelu(n):
-    """linear followed by gelu, the fused op GPT's MLP runs. Run last, as fam_gelu, so that adding it
-    left the earlier cases' random stream as it was."""
-    for _ in range(n):
-        dt = dtypes()
-        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
-        ins = [fin(rand_shape(0, 2) + (i,), dt, pick(["normal", "wide"])), fin((o, i), dt)]
-        if chance(0.7):
-            ins.append(fin((o,), dt, view=0))
-        yield "linear_gelu", {"approximate": pick(["none", "none", "tanh"])}, ins
-
-
-def fam_linear_residual(n):
-    """residual + linear, the fused op of a GPT block's output projections; inputs x, W, the
-    residual, then the bias if any. Run last, as fam_linear_gelu."""
-    for _ in range(n):
-        dt = dtypes()
-        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
-        lead = rand_shape(0, 2)
-        ins = [fin(lead + (i,), dt), fin((o, i), dt), fin(lead + (o,), dt, view=0.2)]
-        if chance(0.5):
-            ins.append(fin((o,), dt, view=0))
-        yield "linear_residual", {}, ins
-
-
+@family("layer_norm", 110,
+        layer_norm=lambda x, p: t_layer_norm(x, p),
+        add_layer_norm=lambda x, p: t_layer_norm([x[0] + x[1]] + list(x[2:]), p))
 def fam_layer_norm(n):
     for _ in range(n):
         dt = dtypes()
@@ -655,6 +600,8 @@ def fam_layer_norm(n):
         yield "layer_norm", {"eps": pick([1e-5, 1e-3])}, ins
 
 
+@family("cross_entropy", 230,
+        cross_entropy=t_cross_entropy)
 def fam_cross_entropy(n):
     for _ in range(n):
         dt = dtypes()
@@ -686,6 +633,10 @@ def fam_cross_entropy(n):
         yield "cross_entropy", {"ignore_index": ii, "reduction": reduction, "legacy": legacy}, ins
 
 
+@family("index", 150,
+        index_select=lambda x, p: [torch.index_select(x[0], p["axis"], x[1])],
+        gather=lambda x, p: [torch.gather(x[0], p["axis"], x[1])],
+        embedding=lambda x, p: [F.embedding(x[1], x[0])])
 def fam_index(n):
     for _ in range(n):
         dt, op = dtypes(), pick(["index_select", "gather", "embedding"])
@@ -709,6 +660,21 @@ def fam_index(n):
             yield op, {"axis": axis}, [fin(shape, dt), iin(rng.integers(0, n_ax, ishape))]
 
 
+@family("shape", 560,
+        reshape=lambda x, p: [x[0].reshape(p["shape"])],
+        view=lambda x, p: [x[0].view(p["shape"])],
+        permute=lambda x, p: [x[0].permute(*p["order"])],
+        transpose=lambda x, p: [x[0].transpose(p["a"], p["b"])],
+        slice=lambda x, p: t_slice(x[0], p),
+        concat=lambda x, p: [torch.cat(x, p["axis"])],
+        stack=lambda x, p: [torch.stack(x, p["axis"])],
+        split=lambda x, p: list(torch.split(x[0], p["size"] if p["size"] is not None else p["sizes"], p["axis"])),
+        chunk=lambda x, p: list(torch.chunk(x[0], p["chunks"], p["axis"])),
+        expand=lambda x, p: [x[0].expand(*p["shape"])],
+        squeeze=lambda x, p: [x[0].squeeze() if p["axis"] is None else x[0].squeeze(p["axis"])],
+        unsqueeze=lambda x, p: [x[0].unsqueeze(p["axis"])],
+        clone=lambda x, p: [x[0].clone()],
+        to_dtype=lambda x, p: [x[0].to(TORCH[p["dtype"]])])
 def fam_shape(n):
     for _ in range(n):
         dt = dtypes()
@@ -790,6 +756,9 @@ def fam_shape(n):
             yield op, {"dtype": "f64" if dt == "f32" else "f32"}, [x]
 
 
+@family("select", 160,
+        where=lambda x, p: [torch.where(x[0], x[1], x[2])],
+        masked_fill=lambda x, p: [x[0].masked_fill(x[1], p["value"])])
 def fam_select(n):
     for _ in range(n):
         dt = dtypes()
@@ -808,6 +777,12 @@ def fam_select(n):
                                                                               bin_(values(mshape) > 0)]
 
 
+@family("compare", 300,
+        **{name: (lambda fn: lambda x, p: [fn(x[0], x[1] if p.get("s") is None else p["s"])])(getattr(torch, name))
+           for name in ("eq", "ne", "lt", "le", "gt", "ge")},
+        logical_and=lambda x, p: [torch.logical_and(x[0], x[1])],
+        logical_or=lambda x, p: [torch.logical_or(x[0], x[1])],
+        logical_not=lambda x, p: [torch.logical_not(x[0])])
 def fam_compare(n):
     for _ in range(n):
         op = pick(["eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"])
@@ -832,6 +807,16 @@ def fam_compare(n):
             yield op, {"s": float(pick([0.0, 1.0, -2.0, 0.1, 0.5]))}, [a]
 
 
+@family("attention", 230,
+        masked_softmax=lambda x, p: [d2l_masked_softmax(x[0] * 1.0, x[1] if len(x) > 1 else None)],
+        causal_softmax=lambda x, p: [x[0].masked_fill(
+            torch.arange(x[0].shape[-1])[None, :] > torch.arange(x[0].shape[-2])[:, None], -math.inf).softmax(-1)],
+        masked_softmax_keep=lambda x, p: [x[0].masked_fill(~(x[1] if x[1].dim() == 3 else x[1][:, None, :]),
+                                                               -math.inf).softmax(-1)],
+        dropout_with_mask=lambda x, p: [x[0] * x[1] / (1 - p["p"])],
+        attention=t_attention,
+        masked_softmax_mask=t_masked_softmax_mask,
+        sequence_mask=lambda x, p: [torch.arange(p["max_len"])[None, :] < x[0][:, None]])
 def fam_attention(n):
     for _ in range(n):
         dt = dtypes()
@@ -872,6 +857,13 @@ def fam_attention(n):
             yield op, {"max_len": Tk}, [iin(rng.integers(0, Tk + 2, (B,)))]
 
 
+@family("graph", 80,
+        graph_tanh_reuse=lambda x, p: [(lambda e: e * e + e)(torch.tanh(x[0]))],
+        graph_softmax_gram=lambda x, p: [(lambda s: s @ s.transpose(-1, -2))(torch.softmax(x[0], -1))],
+        graph_norm=lambda x, p: [(lambda c: c / torch.sqrt((c * c).mean(-1, keepdim=True) + 1e-5))(
+            x[0] - x[0].mean(-1, keepdim=True))],
+        graph_ffn_lse=lambda x, p: [(lambda h: (h * h).sum(-1) + torch.logsumexp(h, (-1,)))(
+            torch.relu(F.linear(x[0], x[1], x[2])))])
 def fam_graph(n):
     for _ in range(n):
         dt = dtypes()
@@ -884,6 +876,17 @@ def fam_graph(n):
             yield op, {}, [fin(shape if len(shape) >= 2 else (2,) + shape, dt)]
         else:
             yield op, {}, [fin(shape, dt)]
+
+
+@family("unary", 150)
+def fam_gelu(n):
+    """gelu in both forms (erf: PyTorch's default). Its own generator, run after the families above,
+    so that adding it left the earlier cases' random stream as it was."""
+    for _ in range(n):
+        dt = dtypes()
+        special = 0.12 if chance(0.35) else 0.0
+        kind = "wide" if chance(0.2) else "normal"
+        yield "gelu", {"approximate": pick(["none", "none", "tanh"])}, [fin(rand_shape(0, 3), dt, kind, special)]
 
 
 # ---- the second round (each family its own generator, run after all the others, so that the
@@ -913,6 +916,7 @@ def kept_rows_ok(x, keep):
     return True
 
 
+@family("softmax_special", 330)
 def fam_softmax_special(n):
     """NaN and +-inf inside softmax rows: along the last axis and any other, log_softmax, the
     masked forms (a NaN among the kept keys makes the whole row NaN; masked keys keep gradient 0)
@@ -979,6 +983,7 @@ def fam_softmax_special(n):
             yield op, {}, [Inp(x, dt)]
 
 
+@family("large_logits", 120)
 def fam_large_logits(n):
     """log_softmax, softmax and cross_entropy of logits around +-1e3 to 1e5: (x - max) - log s
     keeps the precision that x - (max + log s) loses to the spacing of max."""
@@ -999,6 +1004,7 @@ def fam_large_logits(n):
         yield op, {"axis": axis}, [Inp(values(shape, pick(["normal", "ints"])) + offset, dt)]
 
 
+@family("layer_norm_overflow", 100)
 def fam_layer_norm_overflow(n):
     """layer_norm and add_layer_norm of rows whose sum or squared deviations overflow the dtype
     (float32 from |x| ~ 1e19, float64 from 1e154): exact here, NaN in PyTorch's own layer_norm,
@@ -1030,6 +1036,8 @@ def fam_layer_norm_overflow(n):
         yield op, p, ins
 
 
+@family("clip", 150,
+        clip_grad_norm=lambda x, p: t_clip_grad_norm(x, p))
 def fam_clip(n):
     """clip_grad_norm: tiny, ordinary and non-finite norms, max_norm 0, and norms just below max_norm
     (PyTorch scales by max_norm / (norm + 1e-6) there too). Gradients stay below 1e18 in float32
@@ -1052,6 +1060,7 @@ def fam_clip(n):
         yield "clip_grad_norm", {"max_norm": max_norm}, [Inp(g, dt, grad=False) for g in grads]
 
 
+@family("correction", 150)
 def fam_correction(n):
     """var and std with every correction up to above N (PyTorch: inf forward, a finite gradient
     2 (x - mean) / (N - correction) for var)."""
@@ -1067,6 +1076,7 @@ def fam_correction(n):
             [fin(shape, dt, "normal", special)]
 
 
+@family("accepted", 200)
 def fam_accepted(n):
     """Inputs PyTorch accepts that headgrad used to refuse: softmax of a 0-d tensor, gather with an
     index smaller than x off the axis, index_select of a 0-d tensor or with a 0-d index, layer_norm
@@ -1128,6 +1138,7 @@ def fam_accepted(n):
                                                                 fin((B, Tk, C), dt), iin(rng.integers(1, Tk + 4, (B,)))]
 
 
+@family("masks", 32)
 def fam_masks(n):
     """Every form of AttentionMask, in the fused attention and in masked_softmax: valid lengths (B)
     or (B, Tq), causal, a boolean keep (B, Tk), (B, Tq, Tk) or per head (B, H, Tq, Tk), and their
@@ -1160,16 +1171,70 @@ def fam_masks(n):
             yield op, p, [x] + masks
 
 
-FAMILIES = [("binary", fam_binary, 650), ("scalar", fam_scalar, 260), ("unary", fam_unary, 560),
-            ("reduce", fam_reduce, 420), ("extrema", fam_extrema, 400), ("softmax", fam_softmax, 230),
-            ("matmul", fam_matmul, 200), ("linear", fam_linear, 110), ("layer_norm", fam_layer_norm, 110),
-            ("cross_entropy", fam_cross_entropy, 230), ("index", fam_index, 150), ("shape", fam_shape, 560),
-            ("select", fam_select, 160), ("compare", fam_compare, 300), ("attention", fam_attention, 230),
-            ("graph", fam_graph, 80), ("unary", fam_gelu, 150),
-            ("softmax_special", fam_softmax_special, 330), ("large_logits", fam_large_logits, 120),
-            ("layer_norm_overflow", fam_layer_norm_overflow, 100), ("clip", fam_clip, 150),
-            ("correction", fam_correction, 150), ("accepted", fam_accepted, 200), ("masks", fam_masks, 32),
-            ("linear", fam_linear_gelu, 60), ("linear", fam_linear_residual, 40)]
+# ---- the third round: each generator registered after the last one, so that adding it left every
+# ---- earlier case (and its random draws) as it was. A new op's generator goes at the end of it.
+@family("linear", 60,
+        linear_gelu=lambda x, p: [F.gelu(F.linear(x[0], x[1], x[2] if len(x) > 2 else None),
+                                             approximate=p["approximate"])])
+def fam_linear_gelu(n):
+    """linear followed by gelu, the fused op GPT's MLP runs. Run last, as fam_gelu, so that adding it
+    left the earlier cases' random stream as it was."""
+    for _ in range(n):
+        ins = linear_inputs(dtypes(), wide=True)
+        yield "linear_gelu", {"approximate": pick(["none", "none", "tanh"])}, ins
+
+
+@family("linear", 40,
+        linear_residual=lambda x, p: [x[2] + F.linear(x[0], x[1], x[3] if len(x) > 3 else None)])
+def fam_linear_residual(n):
+    """residual + linear, the fused op of a GPT block's output projections; inputs x, W, the
+    residual, then the bias if any. Run last, as fam_linear_gelu."""
+    for _ in range(n):
+        dt = dtypes()
+        i, o = rand_size(0.1, 0.2), rand_size(0.05, 0.2)
+        lead = rand_shape(0, 2)
+        ins = [fin(lead + (i,), dt), fin((o, i), dt), fin(lead + (o,), dt, view=0.2)]
+        if chance(0.5):
+            ins.append(fin((o,), dt, view=0))
+        yield "linear_residual", {}, ins
+
+
+def t_self_attention(x, p):
+    """self_attention(qkv): attention of qkv's column blocks q, k, v = [0, C), [C, 2C), [2C, 3C)."""
+    C = x[0].shape[-1] // 3
+    return t_attention([x[0][..., :C], x[0][..., C:2 * C], x[0][..., 2 * C:]] + list(x[1:]), p)
+
+
+@family("reduce", 100, sum_to=lambda x, p: [x[0].sum_to_size(p["shape"])])
+def fam_sum_to(n):
+    """sum_to: x summed onto a shape that broadcasts to x's (leading axes left out, axes of size 1),
+    as the gradient of a broadcast operand is."""
+    for _ in range(n):
+        dt = dtypes()
+        shape = rand_shape(0, 4)
+        special = 0.08 if chance(0.3) else 0.0
+        yield "sum_to", {"shape": list(broadcast_operand(shape))}, [fin(shape, dt, "normal", special)]
+
+
+@family("linear", 60, linear_relu=lambda x, p: [torch.relu(F.linear(x[0], x[1], x[2] if len(x) > 2 else None))])
+def fam_linear_relu(n):
+    """relu of linear, the fused op of the position-wise FFN's first layer."""
+    for _ in range(n):
+        ins = linear_inputs(dtypes(), wide=True)
+        yield "linear_relu", {}, ins
+
+
+@family("attention", 60, self_attention=t_self_attention)
+def fam_self_attention(n):
+    """self_attention of one packed projection qkv (B, T, 3C), with lengths (B) or (B, T) or none,
+    causal or not; every row keeps key 0."""
+    for _ in range(n):
+        dt = dtypes()
+        B, T, H, dh = rand_size(0.05, 0.2, 3), rand_size(0.05, 0.2, 4), pick([1, 2]), rand_size(0, 0.2, 3)
+        ins = [fin((B, T, 3 * H * dh), dt, view=0.2)]
+        if T and chance(0.5):
+            ins.append(iin(rng.integers(1, T + 1, (B,) if chance(0.5) else (B, T))))
+        yield "self_attention", {"heads": H, "causal": chance(0.3)}, ins
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// sampling_checks.cpp - misuse rows of sampling (sampling.hpp), which has no gradient.
+// sampling_checks.cpp - misuse rows of sampling (sampling.hpp), which has no gradient and draws
+// from headgrad's generator (no PyTorch cases).
 // Registered as "train/sample/sampling" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
 #include "framework/checks/row_helpers.hpp"
@@ -21,7 +22,10 @@ std::vector<MisuseRow> ops_sampling_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_sampling_registered({"train/sample/sampling", {}, ops_sampling_misuse_rows});
+// samples are indices drawn from headgrad's generator
+const RegisterChecks ops_sampling_registered(
+    {.name = "train/sample/sampling", .misuse_rows = ops_sampling_misuse_rows,
+     .no_gradient = {"multinomial", "sample_logits"}});
 
 } // namespace
 } // namespace headgrad::checks

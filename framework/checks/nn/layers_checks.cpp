@@ -25,7 +25,8 @@ void sequential_rows(GradcheckRows& cases) {
       [](nn::Sequential& m, const std::vector<Tensor>& x) { return m.forward(x[0]); }));
 }
 
-const RegisterChecks nn_layers_registered({"framework/nn/layers", {sequential_rows}, nullptr});
+const RegisterChecks nn_layers_registered({.name = "framework/nn/layers",
+                                           .gradcheck_rows = {sequential_rows}});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,7 +1,8 @@
-// attention_checks.cpp - gradient-check and misuse rows of the fused attention op
+// attention_checks.cpp - the checks of the fused attention op
 // (attention.cpp: attention, self_attention) with every mask form.
 // Registered as "framework/ops/attention" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
@@ -10,6 +11,20 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_attention_derivatives = R"(
+360 | attention, self_attention (fused multi-head; `s` = the scale, 0 meaning `1/√dh`, negative ones used as
+      given; masks as masked_softmax's, keep also per head; attention dropout p optional)
+    | per head h: `S = s Q_h K_hᵀ`, `P = softmax over kept keys (S)` (NaN rows as masked_softmax), `A = P ⊙ F`
+      (dropout: `F = m / (1 − p)`, `m` drawn as dropout draws it; `F = 1` without), `O_h = A V_h`
+    | `dV_h += Aᵀ dO_h`, `dA = dO_h V_hᵀ`, `dP = dA ⊙ F`, `dS = P ⊙ (dP − rowsum(dP ⊙ P))` (0 on masked keys),
+      `dQ_h += s dS K_h`, `dK_h += s dSᵀ Q_h`
+    | P (short T, or dropout) or O and the row log-sum-exp (long T: P recomputed tile by tile); the dropout
+      flags
+    | `attention.cpp` · `attention`, `self_attention`; masks `attention_mask.cpp`; kernels
+      `kernels/isa/attention_heads.cpp`
+)";
 
 // The fused attention op (ops::attention, ops::self_attention) w.r.t. q, k, v, with every mask
 // form: lengths with a zero-length row, per-query lengths, causal, a boolean keep mask.
@@ -99,8 +114,25 @@ std::vector<MisuseRow> ops_attention_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_attention_registered({"framework/ops/attention", {fused_attention_rows},
-                                               ops_attention_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_attention_differential_calls() {
+  using namespace ops;
+  return {
+      {"attention",
+       [](const Inputs& x, const json& p) {
+         return Outputs{attention(x[0], x[1], x[2], p["heads"].get<std::int64_t>(), mask_of(x, 3, p), nullptr,
+                                  p.value("scale", 0.0))};
+       }},
+      {"self_attention",
+       [](const Inputs& x, const json& p) {
+         return Outputs{self_attention(x[0], p["heads"].get<std::int64_t>(), mask_of(x, 1, p), nullptr,
+                                       p.value("scale", 0.0))};
+       }},
+  };
+}
+
+const RegisterChecks ops_attention_registered({"framework/ops/attention", {fused_attention_rows}, ops_attention_misuse_rows,
+                                               ops_attention_differential_calls, ops_attention_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

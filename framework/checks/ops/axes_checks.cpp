@@ -1,7 +1,8 @@
-// axes_checks.cpp - gradient-check and misuse rows of the ops that add, remove, repeat and
+// axes_checks.cpp - the checks of the ops that add, remove, repeat and
 // split axes (axes.cpp): expand, squeeze, unsqueeze, stack, split, chunk.
 // Registered as "framework/ops/axes" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,14 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_axes_derivatives = R"(
+430 | expand | view repeating size-1 axes and adding leading ones (stride 0) | `dx += Σ dy` over the repeats | —
+    | `axes.cpp` · `expand`
+440 | squeeze, unsqueeze | view without / with size-1 axes | `dx += dy` read in x's shape | —
+    | `axes.cpp` · `size_one_view`
+)";
 
 void axes_rows(GradcheckRows& t) {
   t.add("expand size-1 axes and a new leading axis", "[3, 1] -> [2, 3, 4]", [] { return Inputs{randn({3, 1}, 70)}; },
@@ -59,7 +68,29 @@ std::vector<MisuseRow> ops_axes_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_axes_registered({"framework/ops/axes", {axes_rows}, ops_axes_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_axes_differential_calls() {
+  using namespace ops;
+  return {
+      {"stack", [](const Inputs& x, const json& p) { return Outputs{stack(x, p["axis"])}; }},
+      {"split",
+       [](const Inputs& x, const json& p) {
+         return p["size"].is_null() ? split(x[0], p["sizes"].get<std::vector<std::int64_t>>(), p["axis"])
+                                    : split(x[0], p["size"].get<std::int64_t>(), p["axis"]);
+       }},
+      {"chunk", [](const Inputs& x, const json& p) { return chunk(x[0], p["chunks"].get<std::int64_t>(), p["axis"]); }},
+      {"expand", [](const Inputs& x, const json& p) { return Outputs{expand(x[0], dims_of(p["shape"]))}; }},
+      {"squeeze",
+       [](const Inputs& x, const json& p) { return Outputs{p["axis"].is_null() ? squeeze(x[0]) : squeeze(x[0], p["axis"])}; }},
+      {"unsqueeze", [](const Inputs& x, const json& p) { return Outputs{unsqueeze(x[0], p["axis"])}; }},
+  };
+}
+
+// stack is unsqueeze + concat, split and chunk are slices: autograd composes their gradients
+const RegisterChecks ops_axes_registered(
+    {.name = "framework/ops/axes", .gradcheck_rows = {axes_rows}, .misuse_rows = ops_axes_misuse_rows,
+     .differential_calls = ops_axes_differential_calls, .derivatives = ops_axes_derivatives,
+     .composite = {"stack", "split", "chunk"}});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,7 +1,8 @@
-// compare_checks.cpp - misuse rows of the comparisons and logical ops (compare.hpp), which
+// compare_checks.cpp - misuse rows and differential calls of the comparisons and logical ops (compare.hpp), which
 // have no gradient.
 // Registered as "framework/ops/compare" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/compare.hpp"
 #include "framework/ops/ops.hpp"
@@ -36,7 +37,27 @@ std::vector<MisuseRow> ops_compare_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_compare_registered({"framework/ops/compare", {}, ops_compare_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_compare_differential_calls() {
+  using namespace ops;
+  return {
+      {"eq", compare_call([](const Tensor& a, const Tensor& b) { return eq(a, b); }, &eq)},
+      {"ne", compare_call([](const Tensor& a, const Tensor& b) { return ne(a, b); }, &ne)},
+      {"lt", compare_call([](const Tensor& a, const Tensor& b) { return lt(a, b); }, &lt)},
+      {"le", compare_call([](const Tensor& a, const Tensor& b) { return le(a, b); }, &le)},
+      {"gt", compare_call([](const Tensor& a, const Tensor& b) { return gt(a, b); }, &gt)},
+      {"ge", compare_call([](const Tensor& a, const Tensor& b) { return ge(a, b); }, &ge)},
+      {"logical_and", [](const Inputs& x, const json&) { return Outputs{logical_and(x[0], x[1])}; }},
+      {"logical_or", [](const Inputs& x, const json&) { return Outputs{logical_or(x[0], x[1])}; }},
+      {"logical_not", unary_call([](const Tensor& t) { return logical_not(t); })},
+  };
+}
+
+// comparisons and logical ops return bools
+const RegisterChecks ops_compare_registered(
+    {.name = "framework/ops/compare", .misuse_rows = ops_compare_misuse_rows,
+     .differential_calls = ops_compare_differential_calls,
+     .no_gradient = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"}});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,7 +1,8 @@
-// dropout_checks.cpp - gradient-check and misuse rows of dropout (dropout.cpp: dropout,
+// dropout_checks.cpp - the checks of dropout (dropout.cpp: dropout,
 // dropout_with_mask).
 // Registered as "framework/ops/dropout" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
@@ -11,6 +12,12 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_dropout_derivatives = R"(
+380 | dropout | `y = x ⊙ m / (1 − p)` | `dx += dy ⊙ m / (1 − p)` | m / (1 − p)
+    | `dropout.cpp` · `dropout_with_mask`
+)";
 
 // Dropout with a fixed mask and with a seeded one.
 void dropout_rows(GradcheckRows& cases) {
@@ -39,8 +46,20 @@ std::vector<MisuseRow> ops_dropout_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_dropout_registered({"framework/ops/dropout", {dropout_rows},
-                                             ops_dropout_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_dropout_differential_calls() {
+  using namespace ops;
+  return {
+      {"dropout_with_mask", [](const Inputs& x, const json& p) { return Outputs{dropout_with_mask(x[0], x[1], p["p"])}; }},
+  };
+}
+
+// dropout draws its mask from headgrad's generator, then calls dropout_with_mask, whose cases
+// replay its derivative
+const RegisterChecks ops_dropout_registered(
+    {.name = "framework/ops/dropout", .gradcheck_rows = {dropout_rows}, .misuse_rows = ops_dropout_misuse_rows,
+     .differential_calls = ops_dropout_differential_calls, .derivatives = ops_dropout_derivatives,
+     .not_replayed = {"dropout"}});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,7 +1,8 @@
-// elementwise_checks.cpp - gradient-check and misuse rows of the elementwise arithmetic
+// elementwise_checks.cpp - the checks of the elementwise arithmetic
 // (elementwise.cpp): add, sub, mul, div and pow on two tensors (broadcasting), neg and the scalar forms.
 // Registered as "framework/ops/elementwise" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,21 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_elementwise_derivatives = R"(
+10 | add | `y = a + b` | `da += Σ_bcast dy`, `db += Σ_bcast dy` | — | `elementwise.cpp` · `add`
+20 | sub | `y = a − b` | `da += Σ dy`, `db −= Σ dy` | — | `elementwise.cpp` · `sub`
+30 | mul | `y = a ⊙ b` | `da += Σ dy ⊙ b`, `db += Σ dy ⊙ a` | a, b | `elementwise.cpp` · `mul`
+40 | div | `y = a / b`
+    | `da += Σ dy / b`, `db −= Σ dy ⊙ ((a / b) / b)` (PyTorch's form: `b²` overflows or goes subnormal long
+      before the quotient) | b, y | `elementwise.cpp` · `div`
+50 | pow (tensor exponent) | `y = aᵇ`
+    | `da += Σ dy ⊙ b aᵇ⁻¹` (0 where `b = 0`), `db += Σ dy ⊙ y ln a` (0 where `a = 0` and `b ≥ 0`) | a, b, y
+    | `elementwise.cpp` · `pow`
+80 | neg, add_scalar, mul_scalar, rsub_scalar | `y = αx + β` | `dx += α dy` | α | `elementwise.cpp` · `affine`
+90 | rdiv_scalar | `y = s / x` | `dx −= dy ⊙ (y / x)` | x, y | `elementwise.cpp` · `rdiv_scalar`
+)";
 
 template <typename Op> void binary_rows(GradcheckRows& t, const char* name, const char* sym, Op op, bool div_like) {
   const std::uint64_t base = 100 + 20 * static_cast<std::uint64_t>(name[0] + name[1]);
@@ -111,8 +127,26 @@ std::vector<MisuseRow> ops_elementwise_misuse_rows() {
   };
 }
 
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_elementwise_differential_calls() {
+  using namespace ops;
+  return {
+      {"add", binary_call([](const Tensor& a, const Tensor& b) { return add(a, b); })},
+      {"sub", binary_call([](const Tensor& a, const Tensor& b) { return sub(a, b); })},
+      {"mul", binary_call([](const Tensor& a, const Tensor& b) { return mul(a, b); })},
+      {"div", binary_call([](const Tensor& a, const Tensor& b) { return div(a, b); })},
+      {"pow", binary_call([](const Tensor& a, const Tensor& b) { return pow(a, b); })},
+      {"add_scalar", [](const Inputs& x, const json& p) { return Outputs{add_scalar(x[0], p["s"])}; }},
+      {"mul_scalar", [](const Inputs& x, const json& p) { return Outputs{mul_scalar(x[0], p["s"])}; }},
+      {"rsub_scalar", [](const Inputs& x, const json& p) { return Outputs{rsub_scalar(x[0], p["s"])}; }},
+      {"rdiv_scalar", [](const Inputs& x, const json& p) { return Outputs{rdiv_scalar(x[0], p["s"])}; }},
+      {"neg", unary_call([](const Tensor& t) { return neg(t); })},
+  };
+}
+
 const RegisterChecks ops_elementwise_registered({"framework/ops/elementwise", {elementwise_rows, layer_norm_composite_rows},
-                                                 ops_elementwise_misuse_rows});
+                                                 ops_elementwise_misuse_rows, ops_elementwise_differential_calls,
+                                                 ops_elementwise_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

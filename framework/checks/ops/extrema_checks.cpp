@@ -1,7 +1,8 @@
-// extrema_checks.cpp - gradient-check and misuse rows of the extrema (extrema.cpp): max, min,
+// extrema_checks.cpp - the checks of the extrema (extrema.cpp): max, min,
 // max_with_indices, min_with_indices, topk; argmax and argmin (not differentiable) have misuse rows.
 // Registered as "framework/ops/extrema" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/compare.hpp"
 #include "framework/ops/ops.hpp"
@@ -10,6 +11,18 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_extrema_derivatives = R"(
+230 | max, min, max_with_indices, min_with_indices (axis)
+    | `y = max_k x_k` (min: `min_k`); a NaN is both, at its first index
+    | `dx[index] += dy` (the first argmax / argmin; ties to the first index) | indices
+    | `extrema.cpp` · `extreme`; kernels `kernels/arg_reduce.hpp` · `arg_reduce`, `kernels/scatter.hpp` ·
+      `gather_add`
+240 | topk | the k largest (or smallest) along an axis, best first, ties to the lower index, NaN ranked largest
+    | `dx[index_j] += dy_j` | indices
+    | `extrema.cpp` · `topk`; kernels `kernels/arg_reduce.hpp` · `topk`, `kernels/scatter.hpp` · `gather_add`
+)";
 
 // ---- extrema: the gradient goes to the selected element (inputs distinct, so no tie flips) -------
 void extrema_rows(GradcheckRows& t) {
@@ -53,8 +66,36 @@ std::vector<MisuseRow> ops_extrema_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_extrema_registered({"framework/ops/extrema", {extrema_rows},
-                                             ops_extrema_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_extrema_differential_calls() {
+  using namespace ops;
+  return {
+      {"max", [](const Inputs& x, const json& p) { return Outputs{max(x[0], p["axis"], p["keepdim"])}; }},
+      {"min", [](const Inputs& x, const json& p) { return Outputs{min(x[0], p["axis"], p["keepdim"])}; }},
+      {"max_with_indices",
+       [](const Inputs& x, const json& p) { return values_indices(max_with_indices(x[0], p["axis"], p["keepdim"])); }},
+      {"min_with_indices",
+       [](const Inputs& x, const json& p) { return values_indices(min_with_indices(x[0], p["axis"], p["keepdim"])); }},
+      {"argmax",
+       [](const Inputs& x, const json& p) {
+         return Outputs{p["axis"].is_null() ? argmax(x[0]) : argmax(x[0], p["axis"], p["keepdim"])};
+       }},
+      {"argmin",
+       [](const Inputs& x, const json& p) {
+         return Outputs{p["axis"].is_null() ? argmin(x[0]) : argmin(x[0], p["axis"], p["keepdim"])};
+       }},
+      {"topk",
+       [](const Inputs& x, const json& p) {
+         return values_indices(topk(x[0], p["k"].get<std::int64_t>(), p["axis"], p["largest"]));
+       }},
+  };
+}
+
+// argmax and argmin (compare.hpp) return indices
+const RegisterChecks ops_extrema_registered(
+    {.name = "framework/ops/extrema", .gradcheck_rows = {extrema_rows}, .misuse_rows = ops_extrema_misuse_rows,
+     .differential_calls = ops_extrema_differential_calls, .derivatives = ops_extrema_derivatives,
+     .no_gradient = {"argmax", "argmin"}});
 
 } // namespace
 } // namespace headgrad::checks

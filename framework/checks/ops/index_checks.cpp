@@ -1,7 +1,8 @@
-// index_checks.cpp - gradient-check and misuse rows of the indexing ops (index.cpp):
+// index_checks.cpp - the checks of the indexing ops (index.cpp):
 // index_select, gather, embedding.
 // Registered as "framework/ops/index" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,16 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_index_derivatives = R"(
+470 | index_select (idx 1-D or 0-d; a 0-d x takes one index) / embedding | `y[o,k,i] = x[o, idx[k], i]`
+    | `dx[o, idx[k], i] += dy[o,k,i]` (scatter-add) | idx
+    | `index.cpp` · `index_select`, `embedding`; kernel `kernels/scatter.hpp` · `index_add`
+480 | gather (idx no larger than x off the axis: the leading part is read, through a slice)
+    | `y[o,k,i] = x[o, idx[o,k,i], i]` | `dx[o, idx[o,k,i], i] += dy[o,k,i]` | idx
+    | `index.cpp` · `gather`; kernel `kernels/scatter.hpp` · `gather_add`
+)";
 
 void index_rows(GradcheckRows& t) {
   t.add("index_select axis 0, repeated indices", "[4, 3] idx [2, 0, 2, 3, 2]",
@@ -51,7 +62,18 @@ std::vector<MisuseRow> ops_index_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_index_registered({"framework/ops/index", {index_rows}, ops_index_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_index_differential_calls() {
+  using namespace ops;
+  return {
+      {"index_select", [](const Inputs& x, const json& p) { return Outputs{index_select(x[0], p["axis"], x[1])}; }},
+      {"gather", [](const Inputs& x, const json& p) { return Outputs{gather(x[0], p["axis"], x[1])}; }},
+      {"embedding", [](const Inputs& x, const json&) { return Outputs{embedding(x[0], x[1])}; }},
+  };
+}
+
+const RegisterChecks ops_index_registered({"framework/ops/index", {index_rows}, ops_index_misuse_rows,
+                                           ops_index_differential_calls, ops_index_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,7 +1,8 @@
-// linear_checks.cpp - gradient-check and misuse rows of linear and its fused activations
+// linear_checks.cpp - the checks of linear and its fused activations
 // (linear.cpp: linear, linear_relu, linear_gelu) and of linear_residual.
 // Registered as "framework/ops/linear" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
@@ -10,6 +11,21 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_linear_derivatives = R"(
+310 | linear | `y = x Wᵀ + b` | `dx += dy W`, `dW += dyᵀ x`, `db += Σ_rows dy` | x, W
+    | `linear.cpp` · `linear`; kernels `kernels/gemm.hpp`, `kernels/row_bias.hpp` · `column_sums`
+320 | linear_relu | `z = x Wᵀ + b`, `y = relu(z)` | `dz = dy ⊙ [y > 0]`, then linear's VJP with `dz` | x, W, y
+    | `linear.cpp` · `linear_relu`
+330 | linear_gelu
+    | `z = x Wᵀ + b`, `y = gelu(z)` (either form; bias, GELU and `gelu'(z)` in one pass over the gemm's output)
+    | `dz = dy ⊙ gelu'(z)`, then linear's VJP with `dz` | x, W, gelu'(z)
+    | `linear.cpp` · `linear_gelu`; kernel `kernels/vector_math.hpp` · `gelu_rows`
+340 | linear_residual | `y = r + x Wᵀ + b` (the gemm adds `x Wᵀ` onto `r + b`, beta 1: no add of its own)
+    | `dr += dy`, then linear's VJP with `dy` | x, W
+    | `linear.cpp` · `linear_residual`; kernel `kernels/row_bias.hpp` · `add_rows`
+)";
 
 // Linear, with and without bias, and its fused activations.
 void linear_rows(GradcheckRows& cases) {
@@ -61,7 +77,22 @@ std::vector<MisuseRow> ops_linear_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_linear_registered({"framework/ops/linear", {linear_rows}, ops_linear_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_linear_differential_calls() {
+  using namespace ops;
+  return {
+      {"linear", [](const Inputs& x, const json&) { return Outputs{linear(x[0], x[1], optional_input(x, 2))}; }},
+      {"linear_relu",
+       [](const Inputs& x, const json&) { return Outputs{linear_relu(x[0], x[1], optional_input(x, 2))}; }},
+      {"linear_gelu",
+       [](const Inputs& x, const json& p) { return Outputs{linear_gelu(x[0], x[1], optional_input(x, 2), gelu_form(p))}; }},
+      {"linear_residual",
+       [](const Inputs& x, const json&) { return Outputs{linear_residual(x[0], x[1], optional_input(x, 3), x[2])}; }},
+  };
+}
+
+const RegisterChecks ops_linear_registered({"framework/ops/linear", {linear_rows}, ops_linear_misuse_rows,
+                                            ops_linear_differential_calls, ops_linear_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,7 +1,8 @@
-// masked_softmax_checks.cpp - gradient-check and misuse rows of the masked softmax
+// masked_softmax_checks.cpp - the checks of the masked softmax
 // (masked_softmax.cpp) with every mask form, including a zero-length row.
 // Registered as "framework/ops/masked_softmax" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
@@ -10,6 +11,19 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_masked_softmax_derivatives = R"(
+290 | masked_softmax (valid_lens 1-D/2-D, lengths above Tk keep every key; X (B, Tq, Tk) or (B, H, Tq, Tk); or a
+      whole `AttentionMask`: lengths, causal and keep together), causal_softmax, masked_softmax_keep (also
+      4-D)
+    | softmax over kept keys (the mask built by `attention_mask.cpp` · `kept_keys`, as for attention); masked
+      `y = 0`; a row with nothing kept is all 0; a NaN or `+inf` among the kept logits makes the whole row
+      NaN, masked keys too (PyTorch's `masked_fill(−inf)` + softmax)
+    | `dx_k += y_k (dy_k − Σ_i dy_i y_i)` for kept `k`; masked `dx_k = 0` exactly, even in a NaN row (the fill
+      cuts their gradient path); empty row ⇒ `dx = 0` | y, lengths, keep mask
+    | `masked_softmax.cpp` · `softmax_rows`; kernels `kernels/row_softmax.hpp`
+)";
 
 // Masked softmax: every mask form, including a zero-length row.
 void masked_softmax_rows(GradcheckRows& cases) {
@@ -83,8 +97,19 @@ std::vector<MisuseRow> ops_masked_softmax_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_masked_softmax_registered({"framework/ops/masked_softmax", {masked_softmax_rows},
-                                                    ops_masked_softmax_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_masked_softmax_differential_calls() {
+  using namespace ops;
+  return {
+      {"masked_softmax", [](const Inputs& x, const json&) { return Outputs{masked_softmax(x[0], optional_input(x, 1))}; }},
+      {"causal_softmax", unary_call([](const Tensor& t) { return causal_softmax(t); })},
+      {"masked_softmax_keep", [](const Inputs& x, const json&) { return Outputs{masked_softmax_keep(x[0], x[1])}; }},
+      {"masked_softmax_mask", [](const Inputs& x, const json& p) { return Outputs{masked_softmax(x[0], mask_of(x, 1, p))}; }},
+  };
+}
+
+const RegisterChecks ops_masked_softmax_registered({"framework/ops/masked_softmax", {masked_softmax_rows}, ops_masked_softmax_misuse_rows,
+                                                    ops_masked_softmax_differential_calls, ops_masked_softmax_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

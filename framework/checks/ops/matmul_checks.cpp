@@ -1,7 +1,8 @@
-// matmul_checks.cpp - gradient-check and misuse rows of matmul (matmul.cpp), batched and
+// matmul_checks.cpp - the checks of matmul (matmul.cpp), batched and
 // broadcast, and the attention-like composition the models rely on.
 // Registered as "framework/ops/matmul" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,15 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_matmul_derivatives = R"(
+300 | matmul (2-D, batched, broadcast, 1-D promoted; optional scale s)
+    | `C = s op(A) op(B)` per batch (s = BLAS alpha)
+    | `dA += s dC op(B)ᵀ`, `dB += s op(A)ᵀ dC` (BLAS transpose flags; broadcast batches summed by `beta = 1`;
+      large batches of head gemms split over threads) | A, B (as views)
+    | `matmul.cpp` · `matmul_nd`; kernels `kernels/matmul_plan.hpp`
+)";
 
 void matmul_rows(GradcheckRows& t) {
   auto mm = [](const Inputs& x) { return ops::matmul(x[0], x[1]); };
@@ -81,8 +91,16 @@ std::vector<MisuseRow> ops_matmul_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_matmul_registered({"framework/ops/matmul", {matmul_rows, attention_composite_rows},
-                                            ops_matmul_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_matmul_differential_calls() {
+  using namespace ops;
+  return {
+      {"matmul", [](const Inputs& x, const json& p) { return Outputs{matmul(x[0], x[1], p["scale"])}; }},
+  };
+}
+
+const RegisterChecks ops_matmul_registered({"framework/ops/matmul", {matmul_rows, attention_composite_rows}, ops_matmul_misuse_rows,
+                                            ops_matmul_differential_calls, ops_matmul_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

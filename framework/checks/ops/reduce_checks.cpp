@@ -1,7 +1,8 @@
-// reduce_checks.cpp - gradient-check and misuse rows of the reductions (reduce.cpp): sum, mean,
+// reduce_checks.cpp - the checks of the reductions (reduce.cpp): sum, mean,
 // var, std, sum_to.
 // Registered as "framework/ops/reduce" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,21 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_reduce_derivatives = R"(
+210 | sum_to / sum / mean | `y_j = Σ_{i→j} x_i` (mean: `/ count`, count = the product of the reduced sizes)
+    | `dx_i += dy_j` (broadcast back; mean: `dx_i += dy_j / count`) | shapes
+    | `reduce.cpp` · `sum_to`, `sum`, `mean` (= `sum`, then `mul_scalar(1 / count)`); `sum` of int64/bool is an
+      int64 count with no gradient
+220 | var, std
+    | `v = Σ_k (x_k − m)² / max(0, N − c)`, `m` the mean, `c` the correction (Bessel's 1 by default); `y = v` or
+      `√v` (accumulated in double, rooted before rounding)
+    | `g = dy` (var) or `where(y = 0, 0, dy / 2y)` (std); `dx += (2 / (N − c)) g (x − m)` with `N − c` not
+      clamped (PyTorch's `var_backward`: a correction above N gives a finite gradient where the forward is
+      inf) — the term through `m` sums to zero and is left out, as PyTorch does | m, y
+    | `reduce.cpp` · `moment`; kernel `kernels/moments.hpp` · `mean_var_rows`
+)";
 
 void reduce_rows(GradcheckRows& t) {
   t.add("sum all axes", "[2, 3, 4] -> []", [] { return Inputs{randn({2, 3, 4}, 400)}; },
@@ -67,7 +83,26 @@ std::vector<MisuseRow> ops_reduce_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_reduce_registered({"framework/ops/reduce", {reduce_rows}, ops_reduce_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_reduce_differential_calls() {
+  using namespace ops;
+  return {
+      {"sum", [](const Inputs& x, const json& p) { return Outputs{sum(x[0], dims_of(p["axes"]), p["keepdim"])}; }},
+      {"mean", [](const Inputs& x, const json& p) { return Outputs{mean(x[0], dims_of(p["axes"]), p["keepdim"])}; }},
+      {"var",
+       [](const Inputs& x, const json& p) {
+         return Outputs{var(x[0], dims_of(p["axes"]), p["correction"].get<std::int64_t>(), p["keepdim"])};
+       }},
+      {"std",
+       [](const Inputs& x, const json& p) {
+         return Outputs{ops::std(x[0], dims_of(p["axes"]), p["correction"].get<std::int64_t>(), p["keepdim"])};
+       }},
+      {"sum_to", [](const Inputs& x, const json& p) { return Outputs{sum_to(x[0], dims_of(p["shape"]))}; }},
+  };
+}
+
+const RegisterChecks ops_reduce_registered({"framework/ops/reduce", {reduce_rows}, ops_reduce_misuse_rows,
+                                            ops_reduce_differential_calls, ops_reduce_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

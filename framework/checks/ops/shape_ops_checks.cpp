@@ -1,7 +1,8 @@
-// shape_ops_checks.cpp - gradient-check and misuse rows of the views and copies (shape_ops.cpp):
+// shape_ops_checks.cpp - the checks of the views and copies (shape_ops.cpp):
 // to_dtype, clone, reshape, view, permute, transpose, slice, concat.
 // Registered as "framework/ops/shape_ops" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,23 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_shape_ops_derivatives = R"(
+400 | reshape / view | same elements, new shape (view: strides found for any layout they fit, never a copy)
+    | `dx += dy` (viewed as x; the first time, dy's own buffer) | —
+    | `shape_ops.cpp` · `reshape`, `view`, `record_reshape`; `framework/core/dims.cpp` · `view_strides`
+410 | permute / transpose | strided view
+    | `dx += dy` permuted back (the inverse permutation, walked in dy's memory order) | inverse order
+    | `shape_ops.cpp` · `permute`; kernel `kernels/accumulate.hpp` · `sum_into`
+420 | slice | view of `[start:stop:step]` on one axis (5-argument form: Python's bounds)
+    | `dx[start:stop:step] += dy`, 0 elsewhere | axis, start, step
+    | `shape_ops.cpp` · `slice`, `scatter_to_zeros`
+450 | concat | `[x_0 \| x_1 \| …]` | `dx_k += dy[offset_k : offset_k + n_k]` | sizes
+    | `shape_ops.cpp` · `concat`
+460 | clone, contiguous, to_dtype | copy (converting) | `dx += dy` (converted back) | —
+    | `shape_ops.cpp` · `clone`, `to_dtype`
+)";
 
 void shape_rows(GradcheckRows& t) {
   // to_dtype: a float64 -> float32 -> float64 round trip rounds away most of a 1e-6 perturbation,
@@ -130,8 +148,27 @@ std::vector<MisuseRow> ops_shape_ops_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_shape_ops_registered({"framework/ops/shape_ops", {shape_rows, slice_rows},
-                                               ops_shape_ops_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_shape_ops_differential_calls() {
+  using namespace ops;
+  return {
+      {"reshape", [](const Inputs& x, const json& p) { return Outputs{reshape(x[0], dims_of(p["shape"]))}; }},
+      {"view", [](const Inputs& x, const json& p) { return Outputs{view(x[0], dims_of(p["shape"]))}; }},
+      {"permute", [](const Inputs& x, const json& p) { return Outputs{permute(x[0], dims_of(p["order"]))}; }},
+      {"transpose", [](const Inputs& x, const json& p) { return Outputs{transpose(x[0], p["a"], p["b"])}; }},
+      {"slice",
+       [](const Inputs& x, const json& p) {
+         return Outputs{p["step"].is_null() ? slice(x[0], p["axis"], p["start"], p["stop"])
+                                            : slice(x[0], p["axis"], p["start"], p["stop"], p["step"])};
+       }},
+      {"concat", [](const Inputs& x, const json& p) { return Outputs{concat(x, p["axis"])}; }},
+      {"clone", unary_call([](const Tensor& t) { return clone(t); })},
+      {"to_dtype", [](const Inputs& x, const json& p) { return Outputs{to_dtype(x[0], dtype_named(p["dtype"]))}; }},
+  };
+}
+
+const RegisterChecks ops_shape_ops_registered({"framework/ops/shape_ops", {shape_rows, slice_rows}, ops_shape_ops_misuse_rows,
+                                               ops_shape_ops_differential_calls, ops_shape_ops_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

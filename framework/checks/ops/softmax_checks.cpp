@@ -1,7 +1,8 @@
-// softmax_checks.cpp - gradient-check and misuse rows of the softmax family (softmax.cpp):
+// softmax_checks.cpp - the checks of the softmax family (softmax.cpp):
 // softmax, log_softmax, logsumexp.
 // Registered as "framework/ops/softmax" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,21 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_softmax_derivatives = R"(
+250 | softmax (last axis; a 0-d x is one row of one element)
+    | `y_i = e^{x_i − m} / Σ_j e^{x_j − m}`, `m` the row max; a NaN or `+inf` in the row makes it all NaN
+    | `dx_k += y_k (dy_k − Σ_i dy_i y_i)` | y | `softmax.cpp` · `softmax`; kernels `kernels/row_softmax.hpp`
+260 | log_softmax | `y_i = (x_i − m) − log Σ_j e^{x_j − m}` (PyTorch's order: exact to rounding at large logits)
+    | `dx_k += dy_k − e^{y_k} Σ_i dy_i` | y | `softmax.cpp` · `log_softmax`; kernels `kernels/row_softmax.hpp`
+270 | softmax, log_softmax (any axis) | the same along the middle axis of (outer, len, inner)
+    | the same VJPs along that axis | y | `softmax.cpp` · `softmax_along`; kernels `kernels/axis_softmax.hpp`
+280 | logsumexp
+    | `y = log Σ_k e^{x_k}` over axes, shifted by the row max (by 0 where that max is ±inf: `−inf` for an all
+      `−inf` row, `+inf` with a `+inf`) | `dx += dy ⊙ e^{x − y}` (broadcast) | x, y
+    | `softmax.cpp` · `logsumexp`; kernel `kernels/axis_softmax.hpp` · `logsumexp_axis`
+)";
 
 void softmax_rows(GradcheckRows& t) {
   t.add("softmax 1-D", "[5]", [] { return Inputs{randn({5}, 500)}; }, [](const Inputs& x) { return ops::softmax(x[0]); });
@@ -65,8 +81,23 @@ std::vector<MisuseRow> ops_softmax_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_softmax_registered({"framework/ops/softmax", {softmax_rows},
-                                             ops_softmax_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_softmax_differential_calls() {
+  using namespace ops;
+  return {
+      {"softmax",
+       [](const Inputs& x, const json& p) { return Outputs{p["axis"].is_null() ? softmax(x[0]) : softmax(x[0], p["axis"])}; }},
+      {"log_softmax",
+       [](const Inputs& x, const json& p) {
+         return Outputs{p["axis"].is_null() ? log_softmax(x[0]) : log_softmax(x[0], p["axis"])};
+       }},
+      {"logsumexp",
+       [](const Inputs& x, const json& p) { return Outputs{logsumexp(x[0], dims_of(p["axes"]), p["keepdim"])}; }},
+  };
+}
+
+const RegisterChecks ops_softmax_registered({"framework/ops/softmax", {softmax_rows}, ops_softmax_misuse_rows,
+                                             ops_softmax_differential_calls, ops_softmax_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

@@ -1,7 +1,8 @@
-// unary_checks.cpp - gradient-check and misuse rows of the unary math (unary.cpp): exp, log,
+// unary_checks.cpp - the checks of the unary math (unary.cpp): exp, log,
 // sqrt, pow with a scalar exponent, tanh, relu, gelu, abs, sigmoid, clamp.
 // Registered as "framework/ops/unary" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,34 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_unary_derivatives = R"(
+100 | exp | `y = eˣ` | `dx += dy ⊙ y` | x, y
+    | `unary.cpp` · `Exp`; kernel `kernels/vector_math.hpp` · `exp_n` (SLEEF)
+110 | log | `y = ln x` | `dx += dy / x` | x, y
+    | `unary.cpp` · `Log`; kernel `kernels/vector_math.hpp` · `log_n` (SLEEF)
+120 | sqrt | `y = √x` | `dx += dy / (2y)` | x, y | `unary.cpp` · `Sqrt`
+130 | pow (scalar p)
+    | `y = xᵖ` (PyTorch's special cases: `p = ½` is `sqrt`, `−½` is `1/sqrt`, `±1, ±2, 3` are products)
+    | `dx += dy ⊙ p xᵖ⁻¹`, 0 for `p = 0` | x, y | `unary.cpp` · `Pow`
+140 | tanh | `y = tanh x` | `dx += dy ⊙ (1 − y²)` | x, y
+    | `unary.cpp` · `Tanh`; kernel `kernels/vector_math.hpp` · `tanh_n` (SLEEF)
+150 | relu | `y = max(x, 0)` (NaN stays NaN)
+    | `dx += dy ⊙ [not x ≤ 0]`: 0 at 0, `dy` passed on at NaN (PyTorch's `threshold_backward`) | x, y
+    | `unary.cpp` · `Relu`
+160 | abs | `y = abs(x)` | `dx += dy ⊙ sign(x)` (0 at 0 and at NaN) | x, y | `unary.cpp` · `Abs`
+170 | sigmoid | `y = 1 / (1 + e⁻ˣ)` | `dx += dy ⊙ y (1 − y)` | x, y | `unary.cpp` · `Sigmoid`
+180 | clamp | `y = min(max(x, lo), hi)` (either bound optional; `hi` wins when `lo > hi`; NaN stays NaN)
+    | `dx += dy ⊙ [lo ≤ x ≤ hi]` (bounds included, NaN excluded) | x, y | `unary.cpp` · `Clamp`
+190 | gelu (erf, `approximate = none`, the default) | `y = x Φ(x) = ½x(1 + erf(x/√2))`
+    | `dx += dy ⊙ (Φ(x) + x φ(x))`, `φ(x) = e^{−x²/2}/√(2π)`
+    | dy/dx (the forward computes it with y, in one pass)
+    | `unary.cpp` · `gelu`; kernel `kernels/isa/vector_math_isa.cpp` · `gelu_erf_f32`, `gelu_erf_f64`
+200 | gelu (`approximate = tanh`) | `y = ½x(1 + tanh u)`, `u = √(2/π)(x + 0.044715x³)`
+    | `dx += dy ⊙ (½(1 + tanh u) + ½x(1 − tanh²u)√(2/π)(1 + 3·0.044715x²))` | dy/dx (as above)
+    | `unary.cpp` · `gelu`; kernel `kernels/isa/vector_math_isa.cpp` · `gelu_tanh`
+)";
 
 void unary_rows(GradcheckRows& t) {
   t.add("exp", "[2, 3]", [] { return Inputs{randn({2, 3}, 300)}; }, [](const Inputs& x) { return ops::exp(x[0]); });
@@ -79,7 +108,28 @@ std::vector<MisuseRow> ops_unary_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_unary_registered({"framework/ops/unary", {unary_rows}, ops_unary_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_unary_differential_calls() {
+  using namespace ops;
+  return {
+      {"pow_scalar", [](const Inputs& x, const json& p) { return Outputs{pow(x[0], p["s"].get<double>())}; }},
+      {"exp", unary_call([](const Tensor& t) { return exp(t); })},
+      {"log", unary_call([](const Tensor& t) { return log(t); })},
+      {"sqrt", unary_call([](const Tensor& t) { return sqrt(t); })},
+      {"tanh", unary_call([](const Tensor& t) { return tanh(t); })},
+      {"relu", unary_call([](const Tensor& t) { return relu(t); })},
+      {"gelu", [](const Inputs& x, const json& p) { return Outputs{gelu(x[0], gelu_form(p))}; }},
+      {"abs", unary_call([](const Tensor& t) { return abs(t); })},
+      {"sigmoid", unary_call([](const Tensor& t) { return sigmoid(t); })},
+      {"clamp",
+       [](const Inputs& x, const json& p) {
+         return Outputs{clamp(x[0], optional_number(p["min"]), optional_number(p["max"]))};
+       }},
+  };
+}
+
+const RegisterChecks ops_unary_registered({"framework/ops/unary", {unary_rows}, ops_unary_misuse_rows,
+                                           ops_unary_differential_calls, ops_unary_derivatives});
 
 } // namespace
 } // namespace headgrad::checks

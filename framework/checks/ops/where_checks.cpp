@@ -1,7 +1,8 @@
-// where_checks.cpp - gradient-check and misuse rows of the selections by a bool mask (where.cpp):
+// where_checks.cpp - the checks of the selections by a bool mask (where.cpp):
 // where, masked_fill.
 // Registered as "framework/ops/where" (framework/checks/registry.hpp); framework/ops/DERIVATIVES.md,
 // "Adding an op", says what goes here.
+#include "framework/checks/differential_calls.hpp"
 #include "framework/checks/row_helpers.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -9,6 +10,13 @@ namespace headgrad::checks {
 namespace {
 
 using namespace misuse;
+
+// Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
+const char* const ops_where_derivatives = R"(
+60 | where | `y = cond ? a : b` | `da += Σ where(cond, dy, 0)`, `db += Σ where(cond, 0, dy)` | cond
+    | `where.cpp` · `where`; kernel `kernels/elementwise.hpp` · `where_broadcast`
+70 | masked_fill | `y = mask ? v : x` | `dx += where(mask, 0, dy)` | mask | `where.cpp` · `masked_fill`
+)";
 
 // ---- selection by a mask ---------------------------------------------------------------------------
 void where_rows(GradcheckRows& t) {
@@ -38,7 +46,17 @@ std::vector<MisuseRow> ops_where_misuse_rows() {
   };
 }
 
-const RegisterChecks ops_where_registered({"framework/ops/where", {where_rows}, ops_where_misuse_rows});
+// PyTorch's cases of these ops (tests/reference/make_op_cases.py), as tests/test_differential.cpp replays them.
+std::vector<DifferentialCall> ops_where_differential_calls() {
+  using namespace ops;
+  return {
+      {"where", [](const Inputs& x, const json&) { return Outputs{where(x[0], x[1], x[2])}; }},
+      {"masked_fill", [](const Inputs& x, const json& p) { return Outputs{masked_fill(x[0], x[1], p["value"])}; }},
+  };
+}
+
+const RegisterChecks ops_where_registered({"framework/ops/where", {where_rows}, ops_where_misuse_rows,
+                                           ops_where_differential_calls, ops_where_derivatives});
 
 } // namespace
 } // namespace headgrad::checks
