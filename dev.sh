@@ -18,8 +18,9 @@ cd "$(dirname "$0")"
 # pkgconf: the install test builds a consumer through headgrad.pc too
 # fortunes: the default corpus of `headgrad train --task text` (/usr/share/games/fortunes)
 # patch: the test suite builds exercises 8 and 9 with their solutions applied (docs/exercises/)
+# libdnnl-dev: oneDNN's matmul, the bf16 gemm with float32 accumulation (framework/engine/blas/)
 PACKAGES=(libopenblas-dev libfmt-dev libsleef-dev doctest-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin cmake g++
-  pkgconf fortunes patch)
+  pkgconf fortunes patch libdnnl-dev)
 JOBS=${JOBS:-2}
 
 log() { printf 'dev.sh: %s\n' "$*" >&2; }

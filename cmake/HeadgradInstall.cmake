@@ -17,8 +17,8 @@
 # shadow (or are shadowed by) the consumer's own headers of those common names.
 #
 # Private headers are not installed: framework/engine/kernels/ (the engine's kernels: they include
-# cblas.h and omp.h; the seam, framework/engine/kernels.hpp, is public) and the helpers only .cpp
-# files include. No public header includes them;
+# cblas.h and omp.h; the seam, framework/engine/kernels.hpp, is public), framework/engine/blas/
+# (oneDNN) and the helpers only .cpp files include. No public header includes them;
 # the install test compiles every installed header against the prefix alone to keep it so.
 #
 # Dependencies at find_package time (cmake/headgradConfig.cmake.in):
@@ -26,10 +26,12 @@
 #   OpenBLAS  link only (the static library calls cblas_sgemm); its headers stay private
 #   SLEEF     link only (the per-instruction-set kernels call its vector functions); found by
 #             FindSLEEF.cmake, installed beside the config (SLEEF ships no CMake package)
+#   oneDNN    link only (framework/engine/blas/: the bf16 and float32 matmul); found by
+#             FindOneDNN.cmake, installed beside the config (oneDNN's own package needs OpenCL)
 #   OpenMP    link only (libgomp); consumers are not compiled with -fopenmp
 #   MPI       link only, when headgrad was built with it (framework/distributed/)
 # A static library's link-only dependencies appear in the export as $<LINK_ONLY:target>, and an
-# imported target must exist when the consumer generates, hence find_dependency for those four.
+# imported target must exist when the consumer generates, hence find_dependency for those five.
 # nlohmann-json is not needed: it is header-only and used inside framework/io only.
 
 set(HEADGRAD_PRIVATE_HEADERS
@@ -44,9 +46,10 @@ set(HEADGRAD_PRIVATE_HEADERS
   engine/runtime/team_meet.hpp     # how the threads of a region meet before its end (spin_pool.cpp)
   engine/runtime/spin_pool.hpp     # the training step's threads, spinning between its phases (train/)
 )
-# Not installed either: kernels/, and checks/ (the registry of the gradcheck and misuse rows, which
-# are compiled into the headgrad command and the tests only: headgrad_checks).
-set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE PATTERN checks EXCLUDE)
+# Not installed either: kernels/, blas/ (engine/blas/: the oneDNN matmul and bf16 conversion the
+# kernels call), and checks/ (the registry of the gradcheck and misuse rows, which are compiled
+# into the headgrad command and the tests only: headgrad_checks).
+set(HEADGRAD_HEADER_EXCLUDES PATTERN kernels EXCLUDE PATTERN blas EXCLUDE PATTERN checks EXCLUDE)
 foreach(h ${HEADGRAD_PRIVATE_HEADERS})
   list(APPEND HEADGRAD_HEADER_EXCLUDES REGEX "/framework/${h}$" EXCLUDE)
 endforeach()
@@ -77,6 +80,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgradConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/headgradConfigVersion.cmake
   ${CMAKE_CURRENT_LIST_DIR}/HeadgradDependencies.cmake
   ${CMAKE_CURRENT_LIST_DIR}/FindSLEEF.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/FindOneDNN.cmake
   DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
 
 # pkg-config. Both libraries are static, so everything they link is in Requires/Libs (not the
@@ -103,6 +107,10 @@ if(HEADGRAD_WITH_MPI)
     string(APPEND HEADGRAD_PC_MPI_LIBS " -l${name}")
   endforeach()
 endif()
+# oneDNN ships no .pc file either: its library as -L/-l too.
+get_filename_component(_onednn_dir ${OneDNN_LIBRARY} DIRECTORY)
+set(HEADGRAD_PC_ONEDNN_LIBS " -L${_onednn_dir} -ldnnl")
+unset(_onednn_dir)
 file(RELATIVE_PATH HEADGRAD_PC_PREFIX_FROM_PCFILEDIR
   /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/headgrad.pc.in ${CMAKE_CURRENT_BINARY_DIR}/headgrad.pc @ONLY)
