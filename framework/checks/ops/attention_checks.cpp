@@ -23,7 +23,8 @@ const char* const ops_attention_derivatives = R"(
     | P (short T, or dropout) or O and the row log-sum-exp (long T: P recomputed tile by tile); the dropout
       flags
     | `attention.cpp` · `attention`, `self_attention`; masks `attention_mask.cpp`; kernels
-      `kernels/isa/attention_heads.cpp`
+      `attention_forward`, `attention_backward`, `flash_attention_forward`, `flash_attention_backward` (book
+      loops beside the op; engine `engine/kernels/isa/attention_heads.cpp`)
 )";
 
 // The fused attention op (ops::attention, ops::self_attention) w.r.t. q, k, v, with every mask

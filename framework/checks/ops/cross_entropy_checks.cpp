@@ -20,7 +20,7 @@ const char* const ops_cross_entropy_derivatives = R"(
       `Σ l_r` (sum) or `l` (none)
     | `dx_r += g_r w_r (softmax(x_r) − onehot(t_r))`, `g_r = dL / Σ w` (mean), `dL` (sum), `dl_r` (none); rows
       with `w_r = 0` get 0 | softmax, targets, weights
-    | `cross_entropy.cpp` · `cross_entropy`; kernels `kernels/cross_entropy_rows.hpp`
+    | `cross_entropy.cpp` · `cross_entropy`; kernels `cross_entropy_forward`, `cross_entropy_backward` (book loops beside the op; engine `engine/kernels/cross_entropy_rows.hpp`)
 )";
 
 // Cross-entropy with every mask, weight, ignore_index and reduction form.

@@ -17,11 +17,11 @@ const char* const ops_extrema_derivatives = R"(
 230 | max, min, max_with_indices, min_with_indices (axis)
     | `y = max_k x_k` (min: `min_k`); a NaN is both, at its first index
     | `dx[index] += dy` (the first argmax / argmin; ties to the first index) | indices
-    | `extrema.cpp` · `extreme`; kernels `kernels/arg_reduce.hpp` · `arg_reduce`, `kernels/scatter.hpp` ·
+    | `extrema.cpp` · `extreme`; loops `extrema.cpp` · `arg_reduce`, `scatter.hpp` ·
       `gather_add`
 240 | topk | the k largest (or smallest) along an axis, best first, ties to the lower index, NaN ranked largest
     | `dx[index_j] += dy_j` | indices
-    | `extrema.cpp` · `topk`; kernels `kernels/arg_reduce.hpp` · `topk`, `kernels/scatter.hpp` · `gather_add`
+    | `extrema.cpp` · `topk`; loops `extrema.cpp` · `topk`, `scatter.hpp` · `gather_add`
 )";
 
 // ---- extrema: the gradient goes to the selected element (inputs distinct, so no tie flips) -------

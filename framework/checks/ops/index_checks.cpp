@@ -15,10 +15,10 @@ using namespace misuse;
 const char* const ops_index_derivatives = R"(
 470 | index_select (idx 1-D or 0-d; a 0-d x takes one index) / embedding | `y[o,k,i] = x[o, idx[k], i]`
     | `dx[o, idx[k], i] += dy[o,k,i]` (scatter-add) | idx
-    | `index.cpp` · `index_select`, `embedding`; kernel `kernels/scatter.hpp` · `index_add`
+    | `index.cpp` · `index_select`, `embedding`; loop `scatter.hpp` · `index_add`
 480 | gather (idx no larger than x off the axis: the leading part is read, through a slice)
     | `y[o,k,i] = x[o, idx[o,k,i], i]` | `dx[o, idx[o,k,i], i] += dy[o,k,i]` | idx
-    | `index.cpp` · `gather`; kernel `kernels/scatter.hpp` · `gather_add`
+    | `index.cpp` · `gather`; loop `scatter.hpp` · `gather_add`
 )";
 
 void index_rows(GradcheckRows& t) {

@@ -16,12 +16,12 @@ using namespace misuse;
 const char* const ops_layer_norm_derivatives = R"(
 350 | add_layer_norm (w, b each optional, as layer_norm) | `s = x + y`, `out = layer_norm(s)`
     | `ds` = layer_norm's `dx` (and `dw`, `db`); `dx += ds`, `dy += ds` | s, μ, r
-    | `layer_norm.cpp` · `add_layer_norm`; kernels `kernels/layer_norm_rows.hpp`
+    | `layer_norm.cpp` · `add_layer_norm`; kernels `layer_norm_forward`, `add_layer_norm_forward`, `layer_norm_backward` (book loops beside the op; engine `engine/kernels/layer_norm_rows.hpp`)
 370 | layer_norm (w, b each optional: 1, 0; D = 0 gives an empty result)
     | `x̂ = (x − μ) r`, `r = 1/√(σ² + ε)`, `y = x̂ ⊙ w + b`; two passes (μ, then σ²); a row whose sum or squares
       overflow is redone on `x / 2^k` with `r = 1 / hypot(2^k σ_k, √ε)` — exact where PyTorch gives NaN
     | `g = dy ⊙ w`; `dx += r (g − mean(g) − x̂ mean(g ⊙ x̂))`; `dw += Σ_rows dy ⊙ x̂`; `db += Σ_rows dy`
-    | x, μ, r | `layer_norm.cpp` · `layer_norm`; kernels `kernels/layer_norm_rows.hpp`
+    | x, μ, r | `layer_norm.cpp` · `layer_norm`; kernels `layer_norm_forward`, `add_layer_norm_forward`, `layer_norm_backward` (book loops beside the op; engine `engine/kernels/layer_norm_rows.hpp`)
 )";
 
 // Layer norm with and without its affine parameters, and fused with a residual add.

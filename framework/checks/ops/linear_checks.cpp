@@ -15,16 +15,16 @@ using namespace misuse;
 // Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
 const char* const ops_linear_derivatives = R"(
 310 | linear | `y = x Wᵀ + b` | `dx += dy W`, `dW += dyᵀ x`, `db += Σ_rows dy` | x, W
-    | `linear.cpp` · `linear`; kernels `kernels/gemm.hpp`, `kernels/row_bias.hpp` · `column_sums`
+    | `linear.cpp` · `linear`; kernels `gemm` (`matmul.cpp`'s book loop; engine: BLAS), `column_sums`
 320 | linear_relu | `z = x Wᵀ + b`, `y = relu(z)` | `dz = dy ⊙ [y > 0]`, then linear's VJP with `dz` | x, W, y
     | `linear.cpp` · `linear_relu`
 330 | linear_gelu
     | `z = x Wᵀ + b`, `y = gelu(z)` (either form; bias, GELU and `gelu'(z)` in one pass over the gemm's output)
     | `dz = dy ⊙ gelu'(z)`, then linear's VJP with `dz` | x, W, gelu'(z)
-    | `linear.cpp` · `linear_gelu`; kernel `kernels/vector_math.hpp` · `gelu_rows`
+    | `linear.cpp` · `linear_gelu`; kernel `gelu_rows` (book loop in `unary.cpp`)
 340 | linear_residual | `y = r + x Wᵀ + b` (the gemm adds `x Wᵀ` onto `r + b`, beta 1: no add of its own)
     | `dr += dy`, then linear's VJP with `dy` | x, W
-    | `linear.cpp` · `linear_residual`; kernel `kernels/row_bias.hpp` · `add_rows`
+    | `linear.cpp` · `linear_residual`; kernel `add_rows`
 )";
 
 // Linear, with and without bias, and its fused activations.

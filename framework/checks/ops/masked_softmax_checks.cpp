@@ -22,7 +22,7 @@ const char* const ops_masked_softmax_derivatives = R"(
       NaN, masked keys too (PyTorch's `masked_fill(−inf)` + softmax)
     | `dx_k += y_k (dy_k − Σ_i dy_i y_i)` for kept `k`; masked `dx_k = 0` exactly, even in a NaN row (the fill
       cuts their gradient path); empty row ⇒ `dx = 0` | y, lengths, keep mask
-    | `masked_softmax.cpp` · `softmax_rows`; kernels `kernels/row_softmax.hpp`
+    | `masked_softmax.cpp` · `softmax_rows`; kernels `softmax_forward`, `softmax_backward` (book loops in `masked_softmax.cpp`; engine `engine/kernels/row_softmax.hpp`)
 )";
 
 // Masked softmax: every mask form, including a zero-length row.

@@ -17,7 +17,7 @@ const char* const ops_matmul_derivatives = R"(
     | `C = s op(A) op(B)` per batch (s = BLAS alpha)
     | `dA += s dC op(B)ᵀ`, `dB += s op(A)ᵀ dC` (BLAS transpose flags; broadcast batches summed by `beta = 1`;
       large batches of head gemms split over threads) | A, B (as views)
-    | `matmul.cpp` · `matmul_nd`; kernels `kernels/matmul_plan.hpp`
+    | `matmul.cpp` · `matmul_nd`; kernels `matmul_forward`, `matmul_backward_a`, `matmul_backward_b` (book loops beside the op; engine `engine/kernels/matmul.cpp`)
 )";
 
 void matmul_rows(GradcheckRows& t) {

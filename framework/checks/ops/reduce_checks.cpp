@@ -23,7 +23,7 @@ const char* const ops_reduce_derivatives = R"(
     | `g = dy` (var) or `where(y = 0, 0, dy / 2y)` (std); `dx += (2 / (N − c)) g (x − m)` with `N − c` not
       clamped (PyTorch's `var_backward`: a correction above N gives a finite gradient where the forward is
       inf) — the term through `m` sums to zero and is left out, as PyTorch does | m, y
-    | `reduce.cpp` · `moment`; kernel `kernels/moments.hpp` · `mean_var_rows`
+    | `reduce.cpp` · `moment`; loop `reduce.cpp` · `mean_var_rows`
 )";
 
 void reduce_rows(GradcheckRows& t) {

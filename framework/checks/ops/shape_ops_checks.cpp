@@ -18,7 +18,7 @@ const char* const ops_shape_ops_derivatives = R"(
     | `shape_ops.cpp` · `reshape`, `view`, `record_reshape`; `framework/core/dims.cpp` · `view_strides`
 410 | permute / transpose | strided view
     | `dx += dy` permuted back (the inverse permutation, walked in dy's memory order) | inverse order
-    | `shape_ops.cpp` · `permute`; kernel `kernels/accumulate.hpp` · `sum_into`
+    | `shape_ops.cpp` · `permute`; loop `framework/core/strided.hpp` · `sum_into`
 420 | slice | view of `[start:stop:step]` on one axis (5-argument form: Python's bounds)
     | `dx[start:stop:step] += dy`, 0 elsewhere | axis, start, step
     | `shape_ops.cpp` · `slice`, `scatter_to_zeros`

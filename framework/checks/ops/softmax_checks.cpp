@@ -15,15 +15,17 @@ using namespace misuse;
 const char* const ops_softmax_derivatives = R"(
 250 | softmax (last axis; a 0-d x is one row of one element)
     | `y_i = e^{x_i − m} / Σ_j e^{x_j − m}`, `m` the row max; a NaN or `+inf` in the row makes it all NaN
-    | `dx_k += y_k (dy_k − Σ_i dy_i y_i)` | y | `softmax.cpp` · `softmax`; kernels `kernels/row_softmax.hpp`
+    | `dx_k += y_k (dy_k − Σ_i dy_i y_i)` | y | `softmax.cpp` · `softmax`; kernels `softmax_forward`, `softmax_backward` (book loops in `masked_softmax.cpp`; engine `engine/kernels/row_softmax.hpp`)
 260 | log_softmax | `y_i = (x_i − m) − log Σ_j e^{x_j − m}` (PyTorch's order: exact to rounding at large logits)
-    | `dx_k += dy_k − e^{y_k} Σ_i dy_i` | y | `softmax.cpp` · `log_softmax`; kernels `kernels/row_softmax.hpp`
+    | `dx_k += dy_k − e^{y_k} Σ_i dy_i` (what the gradients of the composed ops add up to) | the composed ops'
+    | `softmax.cpp` · `log_softmax` (composed: sub, max, exp, sum, log)
 270 | softmax, log_softmax (any axis) | the same along the middle axis of (outer, len, inner)
-    | the same VJPs along that axis | y | `softmax.cpp` · `softmax_along`; kernels `kernels/axis_softmax.hpp`
+    | the same VJPs along that axis | the last-axis op's | `softmax.cpp` · `softmax_along` (transpose, the last-axis
+      op, transpose back)
 280 | logsumexp
     | `y = log Σ_k e^{x_k}` over axes, shifted by the row max (by 0 where that max is ±inf: `−inf` for an all
       `−inf` row, `+inf` with a `+inf`) | `dx += dy ⊙ e^{x − y}` (broadcast) | x, y
-    | `softmax.cpp` · `logsumexp`; kernel `kernels/axis_softmax.hpp` · `logsumexp_axis`
+    | `softmax.cpp` · `logsumexp` (its loop in the op)
 )";
 
 void softmax_rows(GradcheckRows& t) {

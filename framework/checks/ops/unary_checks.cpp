@@ -14,15 +14,15 @@ using namespace misuse;
 // Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
 const char* const ops_unary_derivatives = R"(
 100 | exp | `y = eˣ` | `dx += dy ⊙ y` | x, y
-    | `unary.cpp` · `Exp`; kernel `kernels/vector_math.hpp` · `exp_n` (SLEEF)
+    | `unary.cpp` · `Exp`; kernel `exp_n` (engine: SLEEF)
 110 | log | `y = ln x` | `dx += dy / x` | x, y
-    | `unary.cpp` · `Log`; kernel `kernels/vector_math.hpp` · `log_n` (SLEEF)
+    | `unary.cpp` · `Log`; kernel `log_n` (engine: SLEEF)
 120 | sqrt | `y = √x` | `dx += dy / (2y)` | x, y | `unary.cpp` · `Sqrt`
 130 | pow (scalar p)
     | `y = xᵖ` (PyTorch's special cases: `p = ½` is `sqrt`, `−½` is `1/sqrt`, `±1, ±2, 3` are products)
     | `dx += dy ⊙ p xᵖ⁻¹`, 0 for `p = 0` | x, y | `unary.cpp` · `Pow`
 140 | tanh | `y = tanh x` | `dx += dy ⊙ (1 − y²)` | x, y
-    | `unary.cpp` · `Tanh`; kernel `kernels/vector_math.hpp` · `tanh_n` (SLEEF)
+    | `unary.cpp` · `Tanh`; kernel `tanh_n` (engine: SLEEF)
 150 | relu | `y = max(x, 0)` (NaN stays NaN)
     | `dx += dy ⊙ [not x ≤ 0]`: 0 at 0, `dy` passed on at NaN (PyTorch's `threshold_backward`) | x, y
     | `unary.cpp` · `Relu`
@@ -33,10 +33,10 @@ const char* const ops_unary_derivatives = R"(
 190 | gelu (erf, `approximate = none`, the default) | `y = x Φ(x) = ½x(1 + erf(x/√2))`
     | `dx += dy ⊙ (Φ(x) + x φ(x))`, `φ(x) = e^{−x²/2}/√(2π)`
     | dy/dx (the forward computes it with y, in one pass)
-    | `unary.cpp` · `gelu`; kernel `kernels/isa/vector_math_isa.cpp` · `gelu_erf_f32`, `gelu_erf_f64`
+    | `unary.cpp` · `gelu`; kernel `gelu_rows` (book loop in `unary.cpp`; engine `engine/kernels/isa/vector_math_isa.cpp`)
 200 | gelu (`approximate = tanh`) | `y = ½x(1 + tanh u)`, `u = √(2/π)(x + 0.044715x³)`
     | `dx += dy ⊙ (½(1 + tanh u) + ½x(1 − tanh²u)√(2/π)(1 + 3·0.044715x²))` | dy/dx (as above)
-    | `unary.cpp` · `gelu`; kernel `kernels/isa/vector_math_isa.cpp` · `gelu_tanh`
+    | `unary.cpp` · `gelu`; kernel `gelu_rows` (as above)
 )";
 
 void unary_rows(GradcheckRows& t) {

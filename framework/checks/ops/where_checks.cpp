@@ -14,7 +14,7 @@ using namespace misuse;
 // Their rows of framework/ops/DERIVATIVES.md's table (the format: framework/checks/derivatives_table.hpp).
 const char* const ops_where_derivatives = R"(
 60 | where | `y = cond ? a : b` | `da += Σ where(cond, dy, 0)`, `db += Σ where(cond, 0, dy)` | cond
-    | `where.cpp` · `where`; kernel `kernels/elementwise.hpp` · `where_broadcast`
+    | `where.cpp` · `where`; loop `map.hpp` · `where_broadcast`
 70 | masked_fill | `y = mask ? v : x` | `dx += where(mask, 0, dy)` | mask | `where.cpp` · `masked_fill`
 )";
 
