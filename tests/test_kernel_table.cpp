@@ -458,7 +458,7 @@ TEST_CASE("kernel table: every kernel of the list has a case, and every case is 
 
 TEST_CASE_TEMPLATE("kernel table: every engine kernel equals its book loop, on every instruction set", T, float,
                    double) {
-  const Set<T>& book = engine::reference_table().of<T>();
+  const Set<T>& book = kernels::book_table().of<T>();
   for (runtime::Isa isa : runtime::supported_isas()) {
     const Set<T>& engine = engine::isa_table(isa).kernels.of<T>();
     for (const auto& [name, run] : cases<T>()) {
@@ -494,7 +494,7 @@ void beta_ignored(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t
 }
 
 TEST_CASE_TEMPLATE("kernel table: a deliberately wrong loop fails its case (negative control)", T, float, double) {
-  const Set<T>& book = engine::reference_table().of<T>();
+  const Set<T>& book = kernels::book_table().of<T>();
   const auto all = cases<T>();
   Set<T> wrong = book;
   wrong.softmax_forward = &masked_ignored<T>;

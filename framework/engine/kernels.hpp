@@ -17,18 +17,27 @@
 // Adding a kernel: one line in a list below, its engine body (framework/engine/kernels/), its book
 // loop beside the op that calls it (HEADGRAD_BOOK_LOOP), and its case in tests/test_kernel_table.cpp.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
 
 namespace headgrad::runtime {
+namespace detail {
+bool reference_from_environment(); // HEADGRAD_REFERENCE set, and neither "" nor "0"
+// The switch, read at first use, so that a static initialiser asking early sees the environment too.
+inline std::atomic<bool>& reference_flag() {
+  static std::atomic<bool> on{reference_from_environment()};
+  return on;
+}
+} // namespace detail
 
 // Whether reference mode is on (see above). One relaxed atomic load.
-bool reference();
+inline bool reference() { return detail::reference_flag().load(std::memory_order_relaxed); }
 // Turns reference mode on or off for every thread of the process. Call it between steps, not
 // while a kernel runs.
-void set_reference(bool on);
+inline void set_reference(bool on) { detail::reference_flag().store(on, std::memory_order_relaxed); }
 
 } // namespace headgrad::runtime
 
@@ -176,9 +185,15 @@ struct KernelTable {
   }
 };
 
-// The table the entry points call through: the copy built for runtime::active_isa() (HEADGRAD_ISA),
-// or, in reference mode, the book's loops.
-const KernelTable& kernel_table();
+// The table of the engine's kernels: the copy built for runtime::active_isa() (HEADGRAD_ISA).
+const KernelTable& engine_table();
+
+// The table of the book's loops (below; the loops beside their ops): what reference mode runs.
+inline const KernelTable& book_table();
+
+// The table the entry points call through: the engine's, or in reference mode the book's (so a
+// learner stepping into kernels::NAME lands here, then in the book's loop).
+inline const KernelTable& kernel_table() { return runtime::reference() ? book_table() : engine_table(); }
 
 // The entry points: kernels::NAME<T>(...) runs the active table's NAME.
 #define HEADGRAD_KERNEL_ENTRY(RET, NAME, PARAMS, ARGS)                                                                 \
@@ -254,6 +269,21 @@ HEADGRAD_KERNELS(HEADGRAD_BOOK_DECLARATION)
 #undef HEADGRAD_BOOK_DECLARATION
 } // namespace headgrad::book
 
+namespace headgrad::kernels {
+// Every entry the book's loop (&book::NAME<T>).
+template <typename T> KernelSet<T> book_loops() {
+  KernelSet<T> set;
+#define HEADGRAD_SET_BOOK_LOOP(RET, NAME, PARAMS, ARGS) set.NAME = &book::NAME<T>;
+  HEADGRAD_KERNELS(HEADGRAD_SET_BOOK_LOOP)
+#undef HEADGRAD_SET_BOOK_LOOP
+  return set;
+}
+inline const KernelTable& book_table() {
+  static const KernelTable table{book_loops<float>(), book_loops<double>()};
+  return table;
+}
+} // namespace headgrad::kernels
+
 // In namespace headgrad::book, after the loop's definition: its float and double instances, which
 // the reference table and the kernel tests call.
 #define HEADGRAD_BOOK_LOOP(NAME)                                                                                       \
@@ -263,22 +293,33 @@ HEADGRAD_KERNELS(HEADGRAD_BOOK_DECLARATION)
 // ---- the profiler's timers (framework/engine/profiler.hpp has the rest) --------------------------
 namespace headgrad {
 
+namespace detail {
+inline std::atomic<bool> profiler_on{false}; // profiler_enable (framework/engine/profiler.hpp) sets it
+} // namespace detail
+
 // Times its scope as `name`'s forward (or backward) when the profiler is on (a disabled timer costs
 // one branch). Only the outermost running timer counts, so an op that calls other ops is charged
 // once, under its own name.
 class OpTimer {
 public:
-  explicit OpTimer(const char* name, bool backward = false);
-  ~OpTimer();
+  explicit OpTimer(const char* name, bool backward = false) : name_(name), backward_(backward) {
+    if (detail::profiler_on.load(std::memory_order_relaxed)) enter();
+  }
+  ~OpTimer() {
+    if (entered_) leave();
+  }
   OpTimer(const OpTimer&) = delete;
   OpTimer& operator=(const OpTimer&) = delete;
 
 private:
+  void enter(); // (framework/engine/profiler.cpp)
+  void leave();
   const char* name_;
   bool backward_;
-  bool counts_; // the profiler was on and no other timer was running when this one started
-  double start_;
-  double parts_at_start_; // OpPart time on this thread when it started (subtracted at the end)
+  bool entered_ = false; // the profiler was on when it started
+  bool counts_ = false;  // and no other timer was running on this thread
+  double start_ = 0;
+  double parts_at_start_ = 0; // OpPart time on this thread when it started (subtracted at the end)
 };
 
 // Inside a counted OpTimer: charges its scope to `name` instead, and takes that time off the
@@ -286,16 +327,22 @@ private:
 // under "gelu", its gemms under "linear_gelu"). Counts nothing outside a counted timer.
 class OpPart {
 public:
-  explicit OpPart(const char* name, bool backward = false);
-  ~OpPart();
+  explicit OpPart(const char* name, bool backward = false) : name_(name), backward_(backward) {
+    if (detail::profiler_on.load(std::memory_order_relaxed)) enter();
+  }
+  ~OpPart() {
+    if (counts_) leave();
+  }
   OpPart(const OpPart&) = delete;
   OpPart& operator=(const OpPart&) = delete;
 
 private:
+  void enter();
+  void leave();
   const char* name_;
   bool backward_;
-  bool counts_;
-  double start_;
+  bool counts_ = false;
+  double start_ = 0;
 };
 
 } // namespace headgrad

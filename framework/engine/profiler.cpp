@@ -10,7 +10,6 @@
 namespace headgrad {
 namespace {
 
-bool g_profiler = false;
 std::thread::id g_profiled_thread; // the thread that enabled the profiler: the one timed
 std::map<std::string, OpProfile> g_profile;
 WorkersProfile g_workers;
@@ -35,17 +34,17 @@ double now_seconds() { return runtime::seconds_now(); }
 } // namespace
 
 void profiler_enable(bool on) {
-  g_profiler = on;
+  detail::profiler_on.store(on, std::memory_order_relaxed);
   g_profiled_thread = std::this_thread::get_id();
 }
-bool profiler_enabled() { return g_profiler; }
+bool profiler_enabled() { return detail::profiler_on.load(std::memory_order_relaxed); }
 void profiler_reset() {
   g_profile.clear();
   g_workers = {};
 }
 
 void profiler_add_workers(const std::vector<double>& seconds) {
-  if (!g_profiler || std::this_thread::get_id() != g_profiled_thread || seconds.empty()) return;
+  if (!profiler_enabled() || std::this_thread::get_id() != g_profiled_thread || seconds.empty()) return;
   if (g_workers.seconds.size() < seconds.size()) g_workers.seconds.resize(seconds.size(), 0.0);
   for (std::size_t i = 0; i < seconds.size(); ++i) g_workers.seconds[i] += seconds[i];
   const auto [lo, hi] = std::minmax_element(seconds.begin(), seconds.end());
@@ -62,26 +61,28 @@ std::vector<OpProfile> profiler_report() {
   return out;
 }
 
-OpTimer::OpTimer(const char* name, bool backward)
-    : name_(name), backward_(backward),
-      counts_(g_profiler && t_running == 0 && std::this_thread::get_id() == g_profiled_thread),
-      start_(counts_ ? now_seconds() : 0.0), parts_at_start_(t_part_seconds) {
+void OpTimer::enter() {
+  entered_ = true;
+  counts_ = t_running == 0 && std::this_thread::get_id() == g_profiled_thread;
+  start_ = counts_ ? now_seconds() : 0.0;
+  parts_at_start_ = t_part_seconds;
   ++t_running;
   if (counts_) t_counting = true;
 }
 
-OpTimer::~OpTimer() {
+void OpTimer::leave() {
   --t_running;
   if (!counts_) return;
   t_counting = false;
   charge(name_, backward_, now_seconds() - start_ - (t_part_seconds - parts_at_start_));
 }
 
-OpPart::OpPart(const char* name, bool backward)
-    : name_(name), backward_(backward), counts_(t_counting), start_(counts_ ? now_seconds() : 0.0) {}
+void OpPart::enter() {
+  counts_ = t_counting;
+  start_ = counts_ ? now_seconds() : 0.0;
+}
 
-OpPart::~OpPart() {
-  if (!counts_) return;
+void OpPart::leave() {
   const double seconds = now_seconds() - start_;
   t_part_seconds += seconds;
   charge(name_, backward_, seconds);

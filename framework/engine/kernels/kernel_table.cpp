@@ -54,14 +54,6 @@ const IsaTable& table_of(runtime::Isa isa) {
   return copies().baseline;
 }
 
-template <typename T> kernels::KernelSet<T> book_loops() {
-  kernels::KernelSet<T> set;
-#define HEADGRAD_SET_BOOK_LOOP(RET, NAME, PARAMS, ARGS) set.NAME = &book::NAME<T>;
-  HEADGRAD_KERNELS(HEADGRAD_SET_BOOK_LOOP)
-#undef HEADGRAD_SET_BOOK_LOOP
-  return set;
-}
-
 } // namespace
 
 const IsaTable& isa_table(runtime::Isa isa) {
@@ -81,10 +73,6 @@ const IsaTable& active_isa_table() {
   return table_of(runtime::active_isa());
 }
 
-const kernels::KernelTable& reference_table() {
-  static const kernels::KernelTable table{book_loops<float>(), book_loops<double>()};
-  return table;
-}
 
 // Outside the copies, the loop gemm of the active one (gemm_batched.hpp's tiny products).
 void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
@@ -100,8 +88,6 @@ void small_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
 
 namespace headgrad::kernels {
 
-const KernelTable& kernel_table() {
-  return runtime::reference() ? engine::reference_table() : engine::active_isa_table().kernels;
-}
+const KernelTable& engine_table() { return engine::active_isa_table().kernels; }
 
 } // namespace headgrad::kernels

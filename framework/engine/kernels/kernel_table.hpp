@@ -5,7 +5,7 @@
 // and the baseline flags); each copy fills its part of an IsaTable by name from the list
 // (isa/kernel_set_isa.cpp), and kernel_table.cpp adds the kernels compiled once
 // (HEADGRAD_ONCE_KERNELS). kernels::kernel_table() hands the ops the table of runtime::active_isa(),
-// or in reference mode the book's loops (reference_table()).
+// or in reference mode the book's loops (kernels::book_table()).
 #pragma once
 #include <cstdint>
 
@@ -44,8 +44,5 @@ namespace isa_avx512 { IsaTable isa_table(); }
 // does not run it), and of runtime::active_isa().
 const IsaTable& isa_table(runtime::Isa isa);
 const IsaTable& active_isa_table();
-
-// The table whose every entry is the book's loop (&book::NAME<T>): what reference mode runs.
-const kernels::KernelTable& reference_table();
 
 } // namespace headgrad::engine
