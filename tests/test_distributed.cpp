@@ -18,6 +18,7 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/data_parallel.hpp"
+#include "framework/distributed/replica_parameters.hpp"
 #include "framework/distributed/shard_gradients.hpp"
 #include "framework/distributed/shard_tree.hpp"
 #include "framework/distributed/tree_allreduce.hpp"
@@ -41,7 +42,7 @@ struct Workers {
   explicit Workers(int n) {
     for (int i = 1; i < n; ++i) {
       replicas.push_back(std::make_unique<TwoLayerNet>(200 + i));
-      replicas.back()->share_parameters(model);
+      distributed::share_parameters(replicas.back()->named_parameters(), model.named_parameters());
     }
   }
   TwoLayerNet& worker(int i) { return i == 0 ? model : *replicas[static_cast<std::size_t>(i - 1)]; }
@@ -288,6 +289,43 @@ TEST_CASE("distributed: a process without a launcher is rank 0 of a job of one")
   CHECK(distributed::allgather("text") == std::vector<std::string>{"text"});
 }
 
+TEST_CASE("share_parameters: a replica reads the source's values and keeps its own gradients") {
+  const user_module::Rows batch = user_module::global_batch(5);
+  TwoLayerNet source(1), replica(2);
+  distributed::share_parameters(replica.named_parameters(), source.named_parameters());
+  CHECK(replica.forward(batch.x).to_vector() == source.forward(batch.x).to_vector());
+  // a backward through the replica fills the replica's gradients only
+  ops::sum(replica.forward(batch.x)).backward();
+  for (const auto& [name, p] : source.named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name);
+  for (const auto& [name, p] : replica.named_parameters()) CHECK_MESSAGE(p.grad().defined(), name);
+  // an update of the source's values (in place, as an optimizer does) is the replica's too
+  source.named_parameters()[0].second.data<double>()[0] += 1.0;
+  CHECK(replica.named_parameters()[0].second.to_vector()[0] == source.named_parameters()[0].second.to_vector()[0]);
+  CHECK(replica.forward(batch.x).to_vector() == source.forward(batch.x).to_vector());
+  // take_gradients_from: taken over where the source has none, added where it has one; the replica's dropped
+  replica.zero_grad();
+  ops::sum(replica.forward(batch.x)).backward();
+  const std::vector<double> once = gradients_of(replica);
+  distributed::take_gradients_from(source.named_parameters(), replica.named_parameters());
+  CHECK(gradients_of(source) == once);
+  for (const auto& [name, p] : replica.named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name);
+  ops::sum(replica.forward(batch.x)).backward();
+  distributed::take_gradients_from(source.named_parameters(), replica.named_parameters());
+  std::vector<double> twice = once;
+  for (double& g : twice) g *= 2;
+  CHECK(gradients_of(source) == twice);
+  // a different model is refused
+  Generator gen(3);
+  nn::Linear other(4, 2, true, gen, DType::f64);
+  for (const char* op : {"share_parameters", "take_gradients_from"})
+    CHECK(contains(error_of<std::invalid_argument>([&] {
+                     if (op == std::string("share_parameters"))
+                       distributed::share_parameters(other.named_parameters(), source.named_parameters());
+                     else distributed::take_gradients_from(other.named_parameters(), source.named_parameters());
+                   }),
+                   std::string(op) + ": the modules differ (2 and 4 parameters"));
+}
+
 TEST_CASE("plan_buckets: reverse order - at most bucket_bytes each unless one parameter is larger - one dtype each") {
   const NamedTensors params = {{"a", Tensor::zeros({10})},        // 40 bytes
                                {"b", Tensor::zeros({4})},         // 16
@@ -327,7 +365,8 @@ TEST_CASE("BucketedAllreduce: the sum over thread workers is the whole batch's g
   }
   // the same sums, bit for bit, as the replicas' gradients added by take_gradients_from
   for (int i = 0; i < 3; ++i) user_module::shard_loss(added.worker(i), batch, 7 * i / 3, 7 * (i + 1) / 3 - 7 * i / 3).backward();
-  for (int i = 1; i < 3; ++i) added.model.take_gradients_from(added.worker(i));
+  for (int i = 1; i < 3; ++i)
+    distributed::take_gradients_from(added.model.named_parameters(), added.worker(i).named_parameters());
   CHECK(gradients_of(w.model) == gradients_of(added.model));
 
   const distributed::CommStats& s = reduce.stats();

@@ -355,27 +355,6 @@ TEST_CASE("load_parameters refusals name the source and the parameter, and chang
   }
 }
 
-TEST_CASE("Module::share_parameters: a replica reads the source's values and keeps its own gradients") {
-  models::ModelConfig cfg = small_config();
-  cfg.layers = 1;
-  models::SequenceModel source(cfg, 1, DType::f64), replica(cfg, 2, DType::f64);
-  const Tensor tokens = Tensor::from_ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 0}, {2, 5}), lens = Tensor::from_ints({5, 3}, {2});
-  replica.share_parameters(source);
-  CHECK(replica.forward(tokens, lens).to_vector() == source.forward(tokens, lens).to_vector());
-  // a backward through the replica fills the replica's gradients only
-  ops::sum(replica.forward(tokens, lens)).backward();
-  for (const auto& [name, p] : source.named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name);
-  for (const auto& [name, p] : replica.named_parameters()) CHECK_MESSAGE(p.grad().defined(), name);
-  // an update of the source's values (in place, as an optimizer does) is the replica's too
-  source.named_parameters()[0].second.data<double>()[0] += 1.0;
-  CHECK(replica.named_parameters()[0].second.to_vector()[0] == source.named_parameters()[0].second.to_vector()[0]);
-  CHECK(replica.forward(tokens, lens).to_vector() == source.forward(tokens, lens).to_vector());
-  // a different model is refused
-  cfg.ffn = 10;
-  models::SequenceModel other(cfg, 3, DType::f64);
-  CHECK(contains(error_of<std::invalid_argument>([&] { other.share_parameters(source); }), "share_parameters"));
-}
-
 TEST_CASE("Sequential: PyTorch's parameter names and the composed forward") {
   Generator g(5);
   auto first = std::make_shared<nn::Linear>(4, 6, true, g);
