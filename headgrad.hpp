@@ -47,6 +47,7 @@
 #include "framework/distributed/shard_gradients.hpp"  // a rank's shards summed in it
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/data_parallel.hpp"
+#include "framework/distributed/replica_parameters.hpp" // thread replicas: shared values, own gradients
 
 // ---- models and toy data (headgrad::models) ------------------------------------------------------
 #include "models/attention.hpp"   // DotProductAttention, MultiHeadAttention (d2l and PyTorch forms)
@@ -59,4 +60,5 @@
 
 // ---- generation: drawing tokens (the `headgrad sample` command's) ------------------------------
 #include "train/sample/sampling.hpp"  // multinomial, sample_logits (int64 draws, no gradient)
+#include "train/sample/kv_cache.hpp"  // GPT's forward on a key/value cache: one position per new token
 #include "train/sample/generate.hpp"  // text generation with a key/value cache
