@@ -1,7 +1,8 @@
 // framework/distributed in one process (a job of one rank, as every build and every run without
 // mpirun is): the shard tree, how ranks hold its nodes, the all-reduce's schedule replayed for
 // 1 - 9 ranks with symbolic sums (each element must come out as the tree's sum), the shard sums
-// of workers running blocks of shards, the bucket plan, the bucketed all-reduce's hooks and sums
+// of workers running blocks of shards, the replicas' shared parameters, the gradient-ready hooks
+// (when a backward makes a leaf's gradient final), the bucket plan, the bucketed all-reduce's sums
 // over thread workers, what it does with unreached parameters, empty shards and misuse, the shards
 // of a batch, checksums, and the single-rank forms of agree, first_difference and the DataParallel
 // wrapper. The same code over several ranks is tested under mpirun in test_mpi.cpp.
@@ -12,12 +13,14 @@
 #include <map>
 #include <omp.h>
 #include <stdexcept>
+#include <string>
 
 #include "framework/core/autograd.hpp"
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/data_parallel.hpp"
+#include "framework/distributed/grad_ready_hooks.hpp"
 #include "framework/distributed/replica_parameters.hpp"
 #include "framework/distributed/shard_gradients.hpp"
 #include "framework/distributed/shard_tree.hpp"
@@ -31,6 +34,7 @@ using test_support::check_close;
 using test_support::contains;
 using test_support::error_of;
 using test_support::gradients_of;
+using test_support::leaf;
 using user_module::TwoLayerNet;
 
 namespace {
@@ -324,6 +328,95 @@ TEST_CASE("share_parameters: a replica reads the source's values and keeps its o
                      else distributed::take_gradients_from(other.named_parameters(), source.named_parameters());
                    }),
                    std::string(op) + ": the modules differ (2 and 4 parameters"));
+}
+
+// ---- gradient-ready hooks (grad_ready_hooks.hpp) ------------------------------------------------
+
+namespace {
+// y = x, with a backward that logs its run to `events`: shows when in the walk a hook ran.
+Tensor logged_identity(const Tensor& x, std::vector<std::string>& events) {
+  return record(x.detach(), "logged_identity", {x}, [&events](Node& n, const Tensor& dy) {
+    events.push_back("identity backward");
+    n.add_to_grad(0, dy);
+  });
+}
+} // namespace
+
+TEST_CASE("grad-ready hooks: a grad-ready hook runs right after its leaf's last writer - with the final gradient") {
+  // y = sum(w2 * identity(w1 * x)): the engine reaches w2's only writer (the outer mul) before the
+  // logged identity, and w1's after it. w2 is the mul's first input, so a depth-first walk meets
+  // w2 before everything below the identity - the hook must not wait for w2's place in the order.
+  Tensor x = Tensor::from({1, 2, 3}, {3}, DType::f64);
+  Tensor w1 = leaf({0.5, -1, 2}, {3}), w2 = leaf({3, 1, -2}, {3});
+  std::vector<std::string> events;
+  std::vector<double> w1_at_hook, w2_at_hook;
+  distributed::set_grad_ready_hook(w1, [&] {
+    events.push_back("w1 ready");
+    w1_at_hook = w1.grad().to_vector();
+  });
+  distributed::set_grad_ready_hook(w2, [&] {
+    events.push_back("w2 ready");
+    w2_at_hook = w2.grad().to_vector();
+  });
+  ops::sum(ops::mul(w2, logged_identity(ops::mul(w1, x), events))).backward();
+  CHECK(events == std::vector<std::string>{"w2 ready", "identity backward", "w1 ready"});
+  check_close(w1_at_hook, {3, 2, -6});   // dy/dw1 = w2 * x
+  check_close(w2_at_hook, {0.5, -2, 6}); // dy/dw2 = w1 * x
+  check_close(w1.grad().to_vector(), w1_at_hook);
+
+  // every backward runs it again (gradients accumulate; the hook sees the sum so far)
+  events.clear();
+  ops::sum(ops::mul_scalar(w1, 2.0)).backward();
+  CHECK(events == std::vector<std::string>{"w1 ready"});
+  check_close(w1_at_hook, {5, 4, -4});
+  // removed: not called any more
+  distributed::set_grad_ready_hook(w1, {});
+  distributed::set_grad_ready_hook(w2, nullptr);
+  events.clear();
+  ops::sum(ops::mul(w1, w2)).backward();
+  CHECK(events.empty());
+}
+
+TEST_CASE("grad-ready hooks: a leaf several nodes write into gets its hook once - after all of them") {
+  Tensor w = leaf({1, -2}, {2});
+  int calls = 0;
+  std::vector<double> at_hook;
+  distributed::set_grad_ready_hook(w, [&] {
+    ++calls;
+    at_hook = w.grad().to_vector();
+  });
+  SUBCASE("three writers: w * a, w * b and exp(w)") {
+    Tensor a = Tensor::from({2, 3}, {2}, DType::f64), b = Tensor::from({-1, 5}, {2}, DType::f64);
+    ops::sum(ops::add(ops::add(ops::mul(w, a), ops::mul(w, b)), ops::exp(w))).backward();
+    CHECK(calls == 1);
+    check_close(at_hook, {2 - 1 + std::exp(1.0), 3 + 5 + std::exp(-2.0)}, 1e-12);
+  }
+  SUBCASE("one node reading w twice (w * w)") {
+    ops::sum(ops::mul(w, w)).backward();
+    CHECK(calls == 1);
+    check_close(at_hook, {2, -4});
+  }
+  SUBCASE("w as the root: nothing but the seed writes into it") {
+    w.backward(Tensor::from({0.25, 4}, {2}, DType::f64));
+    CHECK(calls == 1);
+    check_close(at_hook, {0.25, 4});
+  }
+  SUBCASE("retain_graph: once per backward") {
+    Tensor y = ops::sum(ops::mul(w, w));
+    y.backward(/*retain_graph=*/true);
+    y.backward();
+    CHECK(calls == 2);
+    check_close(at_hook, {4, -8});
+  }
+}
+
+TEST_CASE("grad-ready hooks: set_grad_ready_hook refuses a tensor an op made - and an exception from a hook ends backward") {
+  Tensor w = leaf({1, 2}, {2});
+  Tensor y = ops::mul_scalar(w, 2.0);
+  CHECK(contains(error_of<std::logic_error>([&] { distributed::set_grad_ready_hook(y, [] {}); }), "not a leaf"));
+  CHECK(contains(error_of<std::logic_error>([&] { distributed::set_grad_ready_hook(Tensor(), [] {}); }), "undefined"));
+  distributed::set_grad_ready_hook(w, [] { throw std::runtime_error("hook failed"); });
+  CHECK(error_of<std::runtime_error>([&] { ops::sum(y).backward(); }) == "hook failed");
 }
 
 TEST_CASE("plan_buckets: reverse order - at most bucket_bytes each unless one parameter is larger - one dtype each") {

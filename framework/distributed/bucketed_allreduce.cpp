@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
+#include "framework/distributed/grad_ready_hooks.hpp"
 #include "framework/distributed/replica_parameters.hpp"
 #include "framework/core/strided.hpp"
 #include "framework/engine/runtime/clock.hpp"
