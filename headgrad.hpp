@@ -24,6 +24,7 @@
 #include "framework/nn/layers.hpp"         // Linear, LayerNorm, Embedding, Dropout, ReLU, GELU
 #include "framework/optim/optimizer.hpp"   // SGD, Adam, AdamW, clipping, schedules
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
+#include "framework/io/optimizer_state.hpp" // an optimizer's state() read back into it
 #include "framework/io/crc32c.hpp"         // CRC-32C, the checksum of each tensor in headgrad's files
 #include "framework/io/regular_file.hpp"   // opening a named file for reading only if it is a regular one
 #include "framework/engine/runtime/clock.hpp"     // seconds_now(): the monotonic clock headgrad times with

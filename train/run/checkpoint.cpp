@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "framework/io/optimizer_state.hpp"
 #include "framework/io/safetensors.hpp"
 #include "train/run/run_model.hpp"
 
@@ -152,7 +153,7 @@ NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& sour
   NamedTensors run_state;
   for (const auto& [name, t] : f.tensors)
     if (is_dropout_state(name)) run_state.emplace_back(name, t);
-  optimizer.load_state(f.tensors, source);
+  io::restore_optimizer_state(optimizer, f.tensors, source);
   return run_state;
 }
 
