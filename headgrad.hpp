@@ -24,7 +24,7 @@
 #include "framework/nn/layers.hpp"         // Linear, LayerNorm, Embedding, Dropout, ReLU, GELU
 #include "framework/optim/optimizer.hpp"   // SGD, Adam, AdamW, clipping, schedules
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
-#include "framework/io/optimizer_state.hpp" // an optimizer's state() read back into it
+#include "framework/io/restore.hpp"        // a checkpoint read back into a module and an optimizer
 #include "framework/io/crc32c.hpp"         // CRC-32C, the checksum of each tensor in headgrad's files
 #include "framework/io/regular_file.hpp"   // opening a named file for reading only if it is a regular one
 #include "framework/engine/runtime/clock.hpp"     // seconds_now(): the monotonic clock headgrad times with
@@ -47,6 +47,7 @@
 #include "framework/distributed/tree_allreduce.hpp"   // the all-reduce that keeps it across ranks
 #include "framework/distributed/shard_gradients.hpp"  // a rank's shards summed in it
 #include "framework/distributed/bucketed_allreduce.hpp"
+#include "framework/distributed/grad_ready_hooks.hpp"   // a leaf's gradient final in a backward: its hook runs
 #include "framework/distributed/data_parallel.hpp"
 #include "framework/distributed/replica_parameters.hpp" // thread replicas: shared values, own gradients
 

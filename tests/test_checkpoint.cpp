@@ -13,7 +13,7 @@
 #include <set>
 #include <unistd.h>
 
-#include "framework/io/optimizer_state.hpp"
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/core/autograd.hpp"
 #include "train/run/checkpoint.hpp"

@@ -1,6 +1,6 @@
 // framework/nn: Linear, LayerNorm, Embedding, Dropout, and the Module contract (dotted parameter
-// names in PyTorch state_dict order for the reference model, train/eval propagation, zero_grad,
-// load_parameters and its refusals).
+// names in PyTorch state_dict order for the reference model, train/eval propagation, zero_grad),
+// and io::restore_parameters (framework/io/restore.hpp) into a module, with its refusals.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "framework/nn/layers.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/core/random.hpp"
+#include "framework/io/restore.hpp"
 #include "models/transformer.hpp"
 #include "tests/test_support.hpp"
 #include "tests/tiny_models.hpp"
@@ -291,7 +292,7 @@ TEST_CASE("zero_grad drops every parameter's gradient") {
   }
 }
 
-TEST_CASE("load_parameters: copies values into the existing handles") {
+TEST_CASE("restore_parameters: copies values into the existing handles") {
   const models::ModelConfig cfg = small_config();
   models::SequenceModel src(cfg, 1), dst(cfg, 2);
   const Tensor handle = dst.embedding->weight;
@@ -299,7 +300,7 @@ TEST_CASE("load_parameters: copies values into the existing handles") {
   nn::NamedTensors vals;
   const auto sp = src.named_parameters();
   for (auto it = sp.rbegin(); it != sp.rend(); ++it) vals.emplace_back(it->first, it->second.to(DType::f64));
-  dst.load_parameters(vals, "src.st");
+  io::restore_parameters(dst, vals, "src.st");
   CHECK(dst.embedding->weight.same(handle));
   const auto dp = dst.named_parameters();
   for (std::size_t i = 0; i < sp.size(); ++i) {
@@ -312,7 +313,7 @@ TEST_CASE("load_parameters: copies values into the existing handles") {
   CHECK(src.forward(tok, lens).to_vector() == dst.forward(tok, lens).to_vector());
 }
 
-TEST_CASE("load_parameters refusals name the source and the parameter, and change nothing") {
+TEST_CASE("restore_parameters refusals name the source and the parameter, and change nothing") {
   const models::ModelConfig cfg = small_config();
   models::SequenceModel src(cfg, 1), dst(cfg, 2);
   auto snapshot = [&] {
@@ -323,7 +324,7 @@ TEST_CASE("load_parameters refusals name the source and the parameter, and chang
   const auto before = snapshot();
   nn::NamedTensors vals = src.named_parameters(); // differs from dst everywhere
   auto refused = [&](const nn::NamedTensors& v) {
-    const std::string msg = error_of<std::invalid_argument>([&] { dst.load_parameters(v, "ckpt.st"); });
+    const std::string msg = error_of<std::invalid_argument>([&] { io::restore_parameters(dst, v, "ckpt.st"); });
     CHECK(msg.rfind("ckpt.st: ", 0) == 0);
     CHECK(snapshot() == before);
     return msg;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/io/optimizer_state.hpp"
+#include "framework/io/restore.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "tests/test_support.hpp"
 

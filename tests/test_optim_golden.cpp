@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "framework/io/optimizer_state.hpp"
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/optim/optimizer.hpp"

@@ -1,8 +1,6 @@
 #include "framework/nn/module.hpp"
 
-#include <cstring>
 #include <fmt/format.h>
-#include <map>
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
@@ -77,42 +75,6 @@ Module& Module::to(DType dtype) {
     impl.grad.reset();
   }
   return *this;
-}
-
-void Module::load_parameters(const NamedTensors& values, const std::string& source) {
-  std::map<std::string, const Tensor*> given;
-  for (const auto& [name, t] : values) given[name] = &t;
-  const NamedTensors mine = named_parameters();
-  for (const auto& [name, p] : mine) {
-    auto it = given.find(name);
-    if (it == given.end())
-      throw std::invalid_argument(fmt::format("{}: missing parameter '{}' (expected shape {})", source, name, p.shape()));
-    const Tensor& v = *it->second;
-    if (!(v.shape() == p.shape()))
-      throw std::invalid_argument(fmt::format("{}: parameter '{}' has shape {} but the model expects {}", source, name,
-                                              v.shape(), p.shape()));
-    if (!is_float(v.dtype()))
-      throw std::invalid_argument(fmt::format("{}: parameter '{}' has dtype {}, expected a float type", source, name,
-                                              dtype_name(v.dtype())));
-  }
-  // Compare against `values`, not the map `given`: a duplicated name collapses in the map.
-  if (values.size() != mine.size()) {
-    std::map<std::string, int> seen;
-    for (const auto& [name, p] : mine) seen[name] = 0;
-    for (const auto& [name, t] : values) {
-      auto it = seen.find(name);
-      if (it == seen.end())
-        throw std::invalid_argument(fmt::format("{}: unexpected parameter '{}' (shape {})", source, name, t.shape()));
-      if (++it->second > 1)
-        throw std::invalid_argument(fmt::format("{}: parameter '{}' appears twice", source, name));
-    }
-  }
-  // Checked everything first: a refused file changes nothing.
-  NoGradGuard ng;
-  for (const auto& [name, p] : mine) {
-    Tensor v = given[name]->to(p.dtype()).contiguous();
-    std::memcpy(p.raw(), v.raw(), static_cast<std::size_t>(p.numel()) * dtype_size(p.dtype()));
-  }
 }
 
 } // namespace headgrad::nn

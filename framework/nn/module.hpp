@@ -39,12 +39,6 @@ public:
   // parameters shared with a replica (distributed::share_parameters) stop sharing. Returns *this.
   Module& to(DType dtype);
 
-  // Copies values into the existing parameters (handles stay valid). Every parameter must be
-  // present with the same shape; extra names are refused. Errors are std::invalid_argument
-  // naming `source` (e.g. the file) and the offending parameter. Values of another float dtype
-  // are converted.
-  void load_parameters(const NamedTensors& values, const std::string& source);
-
 protected:
   // Registers a parameter (a leaf that requires grad) and returns the same handle.
   Tensor register_parameter(std::string name, Tensor value);

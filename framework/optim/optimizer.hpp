@@ -57,7 +57,7 @@ public:
   // Optimizer state as named tensors (for checkpoints), e.g. "exp_avg.blks.0.ffn.dense1.weight",
   // plus "step" (int64, the step() calls) and, for each parameter whose own count differs from it,
   // "step.<name>" (int64). The buffers are the optimizer's own (not copies): a checkpoint is read
-  // back into them and into set_steps (io::restore_optimizer_state, framework/io/optimizer_state.hpp).
+  // back into them and into set_steps (io::restore_optimizer_state, framework/io/restore.hpp).
   virtual nn::NamedTensors state() const = 0;
   // Sets the step() count and each parameter's own count (in params() order).
   virtual void set_steps(std::int64_t steps, const std::vector<std::int64_t>& param_steps);

@@ -1,11 +1,14 @@
-#include "framework/io/optimizer_state.hpp"
+#include "framework/io/restore.hpp"
 
 #include <cstring>
 #include <fmt/format.h>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
+
+#include "framework/core/autograd.hpp"
 
 namespace headgrad::io {
 namespace {
@@ -48,6 +51,42 @@ std::optional<std::int64_t> find_step(const NamedTensors& state, const std::stri
 bool is_step_count(const std::string& name) { return name == "step" || name.starts_with("step."); }
 
 } // namespace
+
+void restore_parameters(const nn::Module& module, const NamedTensors& values, const std::string& source) {
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : values) given[name] = &t;
+  const NamedTensors mine = module.named_parameters();
+  for (const auto& [name, p] : mine) {
+    auto it = given.find(name);
+    if (it == given.end())
+      throw std::invalid_argument(fmt::format("{}: missing parameter '{}' (expected shape {})", source, name, p.shape()));
+    const Tensor& v = *it->second;
+    if (!(v.shape() == p.shape()))
+      throw std::invalid_argument(fmt::format("{}: parameter '{}' has shape {} but the model expects {}", source, name,
+                                              v.shape(), p.shape()));
+    if (!is_float(v.dtype()))
+      throw std::invalid_argument(fmt::format("{}: parameter '{}' has dtype {}, expected a float type", source, name,
+                                              dtype_name(v.dtype())));
+  }
+  // Compare against `values`, not the map `given`: a duplicated name collapses in the map.
+  if (values.size() != mine.size()) {
+    std::map<std::string, int> seen;
+    for (const auto& [name, p] : mine) seen[name] = 0;
+    for (const auto& [name, t] : values) {
+      auto it = seen.find(name);
+      if (it == seen.end())
+        throw std::invalid_argument(fmt::format("{}: unexpected parameter '{}' (shape {})", source, name, t.shape()));
+      if (++it->second > 1)
+        throw std::invalid_argument(fmt::format("{}: parameter '{}' appears twice", source, name));
+    }
+  }
+  // Checked everything first: a refused file changes nothing.
+  NoGradGuard ng;
+  for (const auto& [name, p] : mine) {
+    Tensor v = given[name]->to(p.dtype()).contiguous();
+    std::memcpy(p.raw(), v.raw(), static_cast<std::size_t>(p.numel()) * dtype_size(p.dtype()));
+  }
+}
 
 void restore_optimizer_state(optim::Optimizer& optimizer, const NamedTensors& state, const std::string& source) {
   const std::int64_t steps = *find_step(state, "step", true, source);
