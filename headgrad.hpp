@@ -24,6 +24,7 @@
 #include "framework/nn/layers.hpp"         // Linear, LayerNorm, Embedding, Dropout, ReLU, GELU
 #include "framework/optim/optimizer.hpp"   // SGD, Adam, AdamW, clipping, schedules
 #include "framework/io/safetensors.hpp"    // checkpoints PyTorch reads and writes
+#include "framework/io/restore.hpp"        // a checkpoint read back into a module and an optimizer
 #include "framework/io/crc32c.hpp"         // CRC-32C, the checksum of each tensor in headgrad's files
 #include "framework/io/regular_file.hpp"   // opening a named file for reading only if it is a regular one
 #include "framework/engine/runtime/clock.hpp"     // seconds_now(): the monotonic clock headgrad times with
@@ -46,7 +47,9 @@
 #include "framework/distributed/tree_allreduce.hpp"   // the all-reduce that keeps it across ranks
 #include "framework/distributed/shard_gradients.hpp"  // a rank's shards summed in it
 #include "framework/distributed/bucketed_allreduce.hpp"
+#include "framework/distributed/grad_ready_hooks.hpp"   // a leaf's gradient final in a backward: its hook runs
 #include "framework/distributed/data_parallel.hpp"
+#include "framework/distributed/replica_parameters.hpp" // thread replicas: shared values, own gradients
 
 // ---- models and toy data (headgrad::models) ------------------------------------------------------
 #include "models/attention.hpp"   // DotProductAttention, MultiHeadAttention (d2l and PyTorch forms)
@@ -59,4 +62,5 @@
 
 // ---- generation: drawing tokens (the `headgrad sample` command's) ------------------------------
 #include "train/sample/sampling.hpp"  // multinomial, sample_logits (int64 draws, no gradient)
+#include "train/sample/kv_cache.hpp"  // GPT's forward on a key/value cache: one position per new token
 #include "train/sample/generate.hpp"  // text generation with a key/value cache

@@ -61,7 +61,8 @@ install(TARGETS headgrad headgrad_models EXPORT headgradTargets
 install(TARGETS headgrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY framework models data DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad
   FILES_MATCHING PATTERN "*.hpp" ${HEADGRAD_HEADER_EXCLUDES})
-# Generation (train/sample/: drawing tokens, in the framework library; generate, in the models one).
+# Generation (train/sample/: drawing tokens, in the framework library; generate and the key/value
+# cache, in the models one).
 install(DIRECTORY train/sample DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad/train
   FILES_MATCHING PATTERN "*.hpp" PATTERN checks EXCLUDE)
 install(FILES headgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad)

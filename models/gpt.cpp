@@ -1,11 +1,9 @@
 // gpt.cpp - read it next to nanoGPT's model.py: each forward follows its code line by line.
 #include "models/gpt.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
-#include "framework/core/autograd.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 
@@ -21,20 +19,6 @@ void init_normal(const Tensor& p, double std, Generator& gen) {
 }
 
 constexpr double kInitStd = 0.02;
-
-// Copies src (B, Tn, C), a column block of a contiguous (B, Tn, row) buffer starting at column
-// `col`, into rows [past, past + Tn) of the cache dst (B, capacity, C).
-void write_cache(Tensor& dst, const Tensor& src_buf, std::int64_t col, std::int64_t past) {
-  const std::int64_t B = dst.shape()[0], cap = dst.shape()[1], C = dst.shape()[2];
-  const std::int64_t Tn = src_buf.shape()[1], row = src_buf.shape()[2];
-  dispatch_float(dst.dtype(), "kv_cache", [&]<typename T>() {
-    const T* s = src_buf.data<T>();
-    T* d = dst.data<T>();
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t t = 0; t < Tn; ++t)
-        std::copy(s + (b * Tn + t) * row + col, s + (b * Tn + t) * row + col + C, d + (b * cap + past + t) * C);
-  });
-}
 
 // residual + dropout(proj(h)). When the dropout is the identity the add goes inside the
 // projection's op (ops::linear_residual: its gemm adds h W^T onto the residual), one pass over
@@ -81,24 +65,6 @@ Tensor CausalSelfAttention::forward_add(const Tensor& x, const Tensor& valid_len
   return project_add(*c_proj, *resid_dropout, heads(x, valid_lens), residual);
 }
 
-Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values,
-                                           std::int64_t past, const Tensor& residual) {
-  // x: (B, Tn, C); qkv: (B, Tn, 3C)
-  const Tensor qkv = c_attn->forward(x).contiguous();
-  const std::int64_t B = qkv.shape()[0], Tn = qkv.shape()[1], C = n_embd;
-  write_cache(cache_keys, qkv, C, past);
-  write_cache(cache_values, qkv, 2 * C, past);
-  // the new queries against every cached position: query i (position past + i) keeps keys 0 .. past + i
-  const Tensor q = qkv.slice(2, 0, C).contiguous();                              // (B, Tn, C)
-  const Tensor k = cache_keys.slice(1, 0, past + Tn), v = cache_values.slice(1, 0, past + Tn); // (B, past + Tn, C)
-  std::vector<std::int64_t> lens(static_cast<std::size_t>(B * Tn));
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t i = 0; i < Tn; ++i) lens[static_cast<std::size_t>(b * Tn + i)] = past + i + 1;
-  ops::AttentionMask mask;
-  mask.valid_lens = Tensor::from_ints(lens, {B, Tn});
-  return ops::linear_residual(ops::attention(q, k, v, n_head, mask), c_proj->weight, c_proj->bias, residual);
-}
-
 MLP::MLP(const GPTConfig& cfg, Generator& gen, DType dtype) {
   c_fc = register_module("c_fc", std::make_shared<nn::Linear>(cfg.d_model, cfg.ffn, false, gen, dtype));
   gelu = register_module("gelu", std::make_shared<nn::GELU>());
@@ -127,11 +93,6 @@ Tensor Block::forward(const Tensor& x, const Tensor& valid_lens) {
   // x: (B, T, C), pre-LayerNorm residual blocks
   // y = x + attn(ln_1(x)); out = y + mlp(ln_2(y)), each add inside its projection's op
   const Tensor y = attn->forward_add(ln_1->forward(x), valid_lens, x);
-  return mlp->forward_add(ln_2->forward(y), y);
-}
-
-Tensor Block::forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past) {
-  const Tensor y = attn->forward_cached(ln_1->forward(x), cache_keys, cache_values, past, x);
   return mlp->forward_add(ln_2->forward(y), y);
 }
 
@@ -188,38 +149,6 @@ Tensor GPT::forward(const Tensor& tokens, const Tensor& valid_lens) {
   Tensor x = embed(tokens, 0);                                    // (B, T, C)
   for (auto& block : transformer->h) x = block->forward(x, valid_lens); // (B, T, C)
   return head(x);                                                 // (B, T, V)
-}
-
-KVCache GPT::new_cache(std::int64_t batch) const {
-  if (batch < 1) throw std::invalid_argument(fmt::format("GPT::new_cache: batch must be at least 1, got {}", batch));
-  KVCache c;
-  const DType dtype = transformer->wte->weight.dtype();
-  for (std::int64_t i = 0; i < config.layers; ++i) {
-    c.keys.push_back(Tensor::zeros({batch, config.block_size, config.d_model}, dtype));
-    c.values.push_back(Tensor::zeros({batch, config.block_size, config.d_model}, dtype));
-  }
-  return c;
-}
-
-Tensor GPT::forward_cached(const Tensor& tokens, KVCache& cache) {
-  if (tokens.dim() != 2 || tokens.dtype() != DType::i64 || tokens.shape()[1] < 1 || cache.keys.size() !=
-      static_cast<std::size_t>(config.layers) || tokens.shape()[0] != cache.keys.front().shape()[0])
-    throw std::invalid_argument(fmt::format("GPT::forward_cached: tokens must be int64 (batch, Tn >= 1) for a cache "
-                                            "of the model's {} layers and its batch, got {} {}",
-                                            config.layers, dtype_name(tokens.dtype()), tokens.shape()));
-  const std::int64_t past = cache.length, Tn = tokens.shape()[1];
-  if (past + Tn > cache.capacity())
-    throw std::invalid_argument(fmt::format("GPT::forward_cached: {} cached + {} new positions pass block_size {}",
-                                            past, Tn, cache.capacity()));
-  NoGradGuard ng;
-  const bool was_training = training();
-  eval();
-  Tensor x = embed(tokens, past); // (B, Tn, C) at positions past .. past + Tn - 1
-  for (std::size_t l = 0; l < transformer->h.size(); ++l)
-    x = transformer->h[l]->forward_cached(x, cache.keys[l], cache.values[l], past);
-  train(was_training);
-  cache.length = past + Tn;
-  return head(x); // (B, Tn, V)
 }
 
 void GPT::keep_attention_weights(bool on) {

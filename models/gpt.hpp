@@ -15,9 +15,9 @@
 // model.py's manual version one by one: scores, causal masked softmax, dropout, weighted sum.
 // Both go through models::multi_head_attention (models/attention.hpp).
 //
-// Sampling runs forward_cached with a key/value cache: every layer keeps the keys and values of
-// the positions seen so far, so a new token costs one position (its query against the cache)
-// instead of a forward over the whole context.
+// Sampling (train/sample/generate.hpp) runs these modules with a key/value cache
+// (train/sample/kv_cache.hpp): a new token costs one position instead of a forward over the
+// whole context.
 #pragma once
 #include <memory>
 #include <vector>
@@ -38,13 +38,6 @@ struct GPTConfig : StackConfig {
   void validate() const;   // std::invalid_argument naming the field and the rule
 };
 
-// The keys and values every layer has seen, for positions [0, length) of a batch of sequences.
-struct KVCache {
-  std::vector<Tensor> keys, values; // per layer (B, block_size, d_model), heads side by side
-  std::int64_t length = 0;          // positions filled
-  std::int64_t capacity() const { return keys.empty() ? 0 : keys.front().shape()[1]; }
-};
-
 class CausalSelfAttention : public nn::Module {
 public:
   CausalSelfAttention(const GPTConfig& cfg, Generator& gen, DType dtype);
@@ -52,11 +45,6 @@ public:
   Tensor forward(const Tensor& x, const Tensor& valid_lens);
   // residual + forward(x, valid_lens): a block's `x + attn(ln_1(x))`, the add folded into c_proj
   Tensor forward_add(const Tensor& x, const Tensor& valid_lens, const Tensor& residual);
-  // x (B, Tn, C) at positions past .. past + Tn - 1; writes their keys and values into the layer's
-  // cache (B, block_size, C), attends over positions [0, past + Tn) and returns residual plus the
-  // projected result. No graph.
-  Tensor forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past,
-                        const Tensor& residual);
 
   std::int64_t n_head, n_embd;
   AttentionPath path = AttentionPath::fused; // composed: model.py's manual attention, op by op
@@ -85,7 +73,6 @@ class Block : public nn::Module {
 public:
   Block(const GPTConfig& cfg, Generator& gen, DType dtype);
   Tensor forward(const Tensor& x, const Tensor& valid_lens);
-  Tensor forward_cached(const Tensor& x, Tensor& cache_keys, Tensor& cache_values, std::int64_t past);
   std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<MLP> mlp;
@@ -112,22 +99,16 @@ public:
   std::vector<Tensor> attention_weights() const override;
   void keep_attention_weights(bool on) override;
 
-  // An empty cache for `batch` sequences of up to block_size positions (the model's dtype).
-  KVCache new_cache(std::int64_t batch) const;
-  // tokens (B, Tn) continue the cache's sequences: logits (B, Tn, V) for their positions
-  // cache.length .. cache.length + Tn - 1, each attending to every earlier position; the cache
-  // grows by Tn. Throws std::invalid_argument when that passes block_size. Runs without a graph
-  // and in eval mode (no dropout), whatever the model's mode.
-  Tensor forward_cached(const Tensor& tokens, KVCache& cache);
-
   GPTConfig config;
   std::shared_ptr<GPTBody> transformer;
   std::shared_ptr<nn::Linear> lm_head; // null when tied
   Tensor lm_head_weight() const;       // (V, C): lm_head's, or wte's when tied
 
-private:
-  Tensor embed(const Tensor& tokens, std::int64_t first_position); // (B, T, C) before the blocks
-  Tensor head(const Tensor& x) const;                             // ln_f and lm_head
+  // forward's first and last parts, also run by the key/value cache (train/sample/kv_cache.hpp):
+  // tokens (B, T) at positions first_position .. first_position + T - 1 -> (B, T, C) before the
+  // blocks; and x (B, T, C) after them -> logits (B, T, V) through ln_f and lm_head.
+  Tensor embed(const Tensor& tokens, std::int64_t first_position);
+  Tensor head(const Tensor& x) const;
 };
 
 } // namespace headgrad::models

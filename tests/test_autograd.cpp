@@ -1,11 +1,13 @@
 // Contract tests for the tape (framework/core/autograd.hpp): accumulation, reuse, errors, no_grad,
-// detach, explicit upstream gradients, long chains, and freeing the graph.
+// detach, explicit upstream gradients, long chains, freeing the graph, and watching a backward.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "framework/core/autograd.hpp"
@@ -488,91 +490,64 @@ TEST_CASE("autograd: ops on leaves that need no grad record nothing, mixed input
   check_close(m.grad().to_vector(), {1, 1, 1, 1});
 }
 
-// ---- gradient-ready hooks (set_grad_ready_hook) ----------------------------------------------
+
+// ---- watching a backward (WatchBackwards: the gradient-ready hooks of data-parallel training,
+// framework/distributed/grad_ready_hooks.hpp, are built on it and tested in test_distributed) -----
 
 namespace {
-// y = x, with a backward that logs its run to `events`: shows when in the walk a hook ran.
-Tensor logged_identity(const Tensor& x, std::vector<std::string>& events) {
-  return record(x.detach(), "logged_identity", {x}, [&events](Node& n, const Tensor& dy) {
-    events.push_back("identity backward");
-    n.add_to_grad(0, dy);
-  });
-}
+// A watch that logs each tensor's gradient (by the names in `names`) and each node done.
+struct LoggedWatch final : BackwardWatch {
+  LoggedWatch(std::vector<std::string>& events, const std::map<const TensorImpl*, std::string>& names)
+      : events(events), names(names) {}
+  void gradient(const TensorImpl& t, const Tensor& g) override {
+    events.push_back("grad " + names.at(&t) + " " + std::to_string(g.to_vector().front()));
+  }
+  void node_done(const Node& n) override { events.push_back(std::string(n.name) + " done"); }
+  std::vector<std::string>& events;
+  const std::map<const TensorImpl*, std::string>& names;
+};
 } // namespace
 
-TEST_CASE("autograd: a grad-ready hook runs right after its leaf's last writer - with the final gradient") {
-  // y = sum(w2 * identity(w1 * x)): the engine reaches w2's only writer (the outer mul) before the
-  // logged identity, and w1's after it. w2 is the mul's first input, so a depth-first walk meets
-  // w2 before everything below the identity - the hook must not wait for w2's place in the order.
-  Tensor x = Tensor::from({1, 2, 3}, {3}, DType::f64);
-  Tensor w1 = leaf({0.5, -1, 2}, {3}), w2 = leaf({3, 1, -2}, {3});
+TEST_CASE("autograd: a backward watcher sees each walk of every thread - each gradient complete, each node done") {
+  Tensor x = leaf({2, 5}, {2}), w = leaf({3, -1}, {2});
   std::vector<std::string> events;
-  std::vector<double> w1_at_hook, w2_at_hook;
-  set_grad_ready_hook(w1, [&] {
-    events.push_back("w1 ready");
-    w1_at_hook = w1.grad().to_vector();
-  });
-  set_grad_ready_hook(w2, [&] {
-    events.push_back("w2 ready");
-    w2_at_hook = w2.grad().to_vector();
-  });
-  ops::sum(ops::mul(w2, logged_identity(ops::mul(w1, x), events))).backward();
-  CHECK(events == std::vector<std::string>{"w2 ready", "identity backward", "w1 ready"});
-  check_close(w1_at_hook, {3, 2, -6});   // dy/dw1 = w2 * x
-  check_close(w2_at_hook, {0.5, -2, 6}); // dy/dw2 = w1 * x
-  check_close(w1.grad().to_vector(), w1_at_hook);
-
-  // every backward runs it again (gradients accumulate; the hook sees the sum so far)
+  std::size_t walked = 0;
+  int asked = 0;
+  auto backward = [&] {
+    const Tensor m = ops::mul(w, x), y = ops::add(m, w); // dy/dx = w, dy/dw = x + 1
+    const std::map<const TensorImpl*, std::string> names = {
+        {x.impl(), "x"}, {w.impl(), "w"}, {m.impl(), "m"}, {y.impl(), "y"}};
+    WatchBackwards watching([&](const std::vector<std::shared_ptr<TensorImpl>>& order) -> std::unique_ptr<BackwardWatch> {
+      ++asked;
+      walked = order.size();
+      if (asked == 2) return nullptr; // nothing to watch in that walk
+      return std::make_unique<LoggedWatch>(events, names);
+    });
+    y.backward(Tensor::ones({2}, DType::f64));
+  };
+  backward();
+  CHECK(walked == 4);
+  // the walk: y (seeded), its node; m, its node; then the leaves in reverse post-order, w last
+  // with the sum of both nodes' contributions
+  CHECK(events == std::vector<std::string>{"grad y 1.000000", "add done", "grad m 1.000000", "mul done",
+                                           "grad x 3.000000", "grad w 3.000000"});
+  // a watcher returning null watches nothing; one that is gone is not asked
   events.clear();
-  ops::sum(ops::mul_scalar(w1, 2.0)).backward();
-  CHECK(events == std::vector<std::string>{"w1 ready"});
-  check_close(w1_at_hook, {5, 4, -4});
-  // removed: not called any more
-  set_grad_ready_hook(w1, {});
-  set_grad_ready_hook(w2, nullptr);
-  events.clear();
-  ops::sum(ops::mul(w1, w2)).backward();
+  backward();
+  CHECK(asked == 2);
   CHECK(events.empty());
-}
-
-TEST_CASE("autograd: a leaf several nodes write into gets its hook once - after all of them") {
-  Tensor w = leaf({1, -2}, {2});
-  int calls = 0;
-  std::vector<double> at_hook;
-  set_grad_ready_hook(w, [&] {
-    ++calls;
-    at_hook = w.grad().to_vector();
-  });
-  SUBCASE("three writers: w * a, w * b and exp(w)") {
-    Tensor a = Tensor::from({2, 3}, {2}, DType::f64), b = Tensor::from({-1, 5}, {2}, DType::f64);
-    ops::sum(ops::add(ops::add(ops::mul(w, a), ops::mul(w, b)), ops::exp(w))).backward();
-    CHECK(calls == 1);
-    check_close(at_hook, {2 - 1 + std::exp(1.0), 3 + 5 + std::exp(-2.0)}, 1e-12);
+  ops::sum(x).backward();
+  CHECK(asked == 2);
+  // installed for every thread: a backward on another thread asks it too, on that thread
+  {
+    std::thread::id asked_on;
+    WatchBackwards watching([&](const auto&) -> std::unique_ptr<BackwardWatch> {
+      asked_on = std::this_thread::get_id();
+      return nullptr;
+    });
+    std::thread other([&] { ops::sum(x).backward(); });
+    const std::thread::id other_id = other.get_id();
+    other.join();
+    CHECK(asked_on == other_id);
   }
-  SUBCASE("one node reading w twice (w * w)") {
-    ops::sum(ops::mul(w, w)).backward();
-    CHECK(calls == 1);
-    check_close(at_hook, {2, -4});
-  }
-  SUBCASE("w as the root: nothing but the seed writes into it") {
-    w.backward(Tensor::from({0.25, 4}, {2}, DType::f64));
-    CHECK(calls == 1);
-    check_close(at_hook, {0.25, 4});
-  }
-  SUBCASE("retain_graph: once per backward") {
-    Tensor y = ops::sum(ops::mul(w, w));
-    y.backward(/*retain_graph=*/true);
-    y.backward();
-    CHECK(calls == 2);
-    check_close(at_hook, {4, -8});
-  }
-}
-
-TEST_CASE("autograd: set_grad_ready_hook refuses a tensor an op made - and an exception from a hook ends backward") {
-  Tensor w = leaf({1, 2}, {2});
-  Tensor y = ops::mul_scalar(w, 2.0);
-  CHECK(contains(error_of<std::logic_error>([&] { set_grad_ready_hook(y, [] {}); }), "not a leaf"));
-  CHECK(contains(error_of<std::logic_error>([&] { set_grad_ready_hook(Tensor(), [] {}); }), "undefined"));
-  set_grad_ready_hook(w, [] { throw std::runtime_error("hook failed"); });
-  CHECK(error_of<std::runtime_error>([&] { ops::sum(y).backward(); }) == "hook failed");
 }

@@ -1,7 +1,8 @@
 // framework/distributed in one process (a job of one rank, as every build and every run without
 // mpirun is): the shard tree, how ranks hold its nodes, the all-reduce's schedule replayed for
 // 1 - 9 ranks with symbolic sums (each element must come out as the tree's sum), the shard sums
-// of workers running blocks of shards, the bucket plan, the bucketed all-reduce's hooks and sums
+// of workers running blocks of shards, the replicas' shared parameters, the gradient-ready hooks
+// (when a backward makes a leaf's gradient final), the bucket plan, the bucketed all-reduce's sums
 // over thread workers, what it does with unreached parameters, empty shards and misuse, the shards
 // of a batch, checksums, and the single-rank forms of agree, first_difference and the DataParallel
 // wrapper. The same code over several ranks is tested under mpirun in test_mpi.cpp.
@@ -12,12 +13,15 @@
 #include <map>
 #include <omp.h>
 #include <stdexcept>
+#include <string>
 
 #include "framework/core/autograd.hpp"
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/data_parallel.hpp"
+#include "framework/distributed/grad_ready_hooks.hpp"
+#include "framework/distributed/replica_parameters.hpp"
 #include "framework/distributed/shard_gradients.hpp"
 #include "framework/distributed/shard_tree.hpp"
 #include "framework/distributed/tree_allreduce.hpp"
@@ -30,6 +34,7 @@ using test_support::check_close;
 using test_support::contains;
 using test_support::error_of;
 using test_support::gradients_of;
+using test_support::leaf;
 using user_module::TwoLayerNet;
 
 namespace {
@@ -41,7 +46,7 @@ struct Workers {
   explicit Workers(int n) {
     for (int i = 1; i < n; ++i) {
       replicas.push_back(std::make_unique<TwoLayerNet>(200 + i));
-      replicas.back()->share_parameters(model);
+      distributed::share_parameters(replicas.back()->named_parameters(), model.named_parameters());
     }
   }
   TwoLayerNet& worker(int i) { return i == 0 ? model : *replicas[static_cast<std::size_t>(i - 1)]; }
@@ -288,6 +293,132 @@ TEST_CASE("distributed: a process without a launcher is rank 0 of a job of one")
   CHECK(distributed::allgather("text") == std::vector<std::string>{"text"});
 }
 
+TEST_CASE("share_parameters: a replica reads the source's values and keeps its own gradients") {
+  const user_module::Rows batch = user_module::global_batch(5);
+  TwoLayerNet source(1), replica(2);
+  distributed::share_parameters(replica.named_parameters(), source.named_parameters());
+  CHECK(replica.forward(batch.x).to_vector() == source.forward(batch.x).to_vector());
+  // a backward through the replica fills the replica's gradients only
+  ops::sum(replica.forward(batch.x)).backward();
+  for (const auto& [name, p] : source.named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name);
+  for (const auto& [name, p] : replica.named_parameters()) CHECK_MESSAGE(p.grad().defined(), name);
+  // an update of the source's values (in place, as an optimizer does) is the replica's too
+  source.named_parameters()[0].second.data<double>()[0] += 1.0;
+  CHECK(replica.named_parameters()[0].second.to_vector()[0] == source.named_parameters()[0].second.to_vector()[0]);
+  CHECK(replica.forward(batch.x).to_vector() == source.forward(batch.x).to_vector());
+  // take_gradients_from: taken over where the source has none, added where it has one; the replica's dropped
+  replica.zero_grad();
+  ops::sum(replica.forward(batch.x)).backward();
+  const std::vector<double> once = gradients_of(replica);
+  distributed::take_gradients_from(source.named_parameters(), replica.named_parameters());
+  CHECK(gradients_of(source) == once);
+  for (const auto& [name, p] : replica.named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name);
+  ops::sum(replica.forward(batch.x)).backward();
+  distributed::take_gradients_from(source.named_parameters(), replica.named_parameters());
+  std::vector<double> twice = once;
+  for (double& g : twice) g *= 2;
+  CHECK(gradients_of(source) == twice);
+  // a different model is refused
+  Generator gen(3);
+  nn::Linear other(4, 2, true, gen, DType::f64);
+  for (const char* op : {"share_parameters", "take_gradients_from"})
+    CHECK(contains(error_of<std::invalid_argument>([&] {
+                     if (op == std::string("share_parameters"))
+                       distributed::share_parameters(other.named_parameters(), source.named_parameters());
+                     else distributed::take_gradients_from(other.named_parameters(), source.named_parameters());
+                   }),
+                   std::string(op) + ": the modules differ (2 and 4 parameters"));
+}
+
+// ---- gradient-ready hooks (grad_ready_hooks.hpp) ------------------------------------------------
+
+namespace {
+// y = x, with a backward that logs its run to `events`: shows when in the walk a hook ran.
+Tensor logged_identity(const Tensor& x, std::vector<std::string>& events) {
+  return record(x.detach(), "logged_identity", {x}, [&events](Node& n, const Tensor& dy) {
+    events.push_back("identity backward");
+    n.add_to_grad(0, dy);
+  });
+}
+} // namespace
+
+TEST_CASE("grad-ready hooks: a grad-ready hook runs right after its leaf's last writer - with the final gradient") {
+  // y = sum(w2 * identity(w1 * x)): the engine reaches w2's only writer (the outer mul) before the
+  // logged identity, and w1's after it. w2 is the mul's first input, so a depth-first walk meets
+  // w2 before everything below the identity - the hook must not wait for w2's place in the order.
+  Tensor x = Tensor::from({1, 2, 3}, {3}, DType::f64);
+  Tensor w1 = leaf({0.5, -1, 2}, {3}), w2 = leaf({3, 1, -2}, {3});
+  std::vector<std::string> events;
+  std::vector<double> w1_at_hook, w2_at_hook;
+  distributed::set_grad_ready_hook(w1, [&] {
+    events.push_back("w1 ready");
+    w1_at_hook = w1.grad().to_vector();
+  });
+  distributed::set_grad_ready_hook(w2, [&] {
+    events.push_back("w2 ready");
+    w2_at_hook = w2.grad().to_vector();
+  });
+  ops::sum(ops::mul(w2, logged_identity(ops::mul(w1, x), events))).backward();
+  CHECK(events == std::vector<std::string>{"w2 ready", "identity backward", "w1 ready"});
+  check_close(w1_at_hook, {3, 2, -6});   // dy/dw1 = w2 * x
+  check_close(w2_at_hook, {0.5, -2, 6}); // dy/dw2 = w1 * x
+  check_close(w1.grad().to_vector(), w1_at_hook);
+
+  // every backward runs it again (gradients accumulate; the hook sees the sum so far)
+  events.clear();
+  ops::sum(ops::mul_scalar(w1, 2.0)).backward();
+  CHECK(events == std::vector<std::string>{"w1 ready"});
+  check_close(w1_at_hook, {5, 4, -4});
+  // removed: not called any more
+  distributed::set_grad_ready_hook(w1, {});
+  distributed::set_grad_ready_hook(w2, nullptr);
+  events.clear();
+  ops::sum(ops::mul(w1, w2)).backward();
+  CHECK(events.empty());
+}
+
+TEST_CASE("grad-ready hooks: a leaf several nodes write into gets its hook once - after all of them") {
+  Tensor w = leaf({1, -2}, {2});
+  int calls = 0;
+  std::vector<double> at_hook;
+  distributed::set_grad_ready_hook(w, [&] {
+    ++calls;
+    at_hook = w.grad().to_vector();
+  });
+  SUBCASE("three writers: w * a, w * b and exp(w)") {
+    Tensor a = Tensor::from({2, 3}, {2}, DType::f64), b = Tensor::from({-1, 5}, {2}, DType::f64);
+    ops::sum(ops::add(ops::add(ops::mul(w, a), ops::mul(w, b)), ops::exp(w))).backward();
+    CHECK(calls == 1);
+    check_close(at_hook, {2 - 1 + std::exp(1.0), 3 + 5 + std::exp(-2.0)}, 1e-12);
+  }
+  SUBCASE("one node reading w twice (w * w)") {
+    ops::sum(ops::mul(w, w)).backward();
+    CHECK(calls == 1);
+    check_close(at_hook, {2, -4});
+  }
+  SUBCASE("w as the root: nothing but the seed writes into it") {
+    w.backward(Tensor::from({0.25, 4}, {2}, DType::f64));
+    CHECK(calls == 1);
+    check_close(at_hook, {0.25, 4});
+  }
+  SUBCASE("retain_graph: once per backward") {
+    Tensor y = ops::sum(ops::mul(w, w));
+    y.backward(/*retain_graph=*/true);
+    y.backward();
+    CHECK(calls == 2);
+    check_close(at_hook, {4, -8});
+  }
+}
+
+TEST_CASE("grad-ready hooks: set_grad_ready_hook refuses a tensor an op made - and an exception from a hook ends backward") {
+  Tensor w = leaf({1, 2}, {2});
+  Tensor y = ops::mul_scalar(w, 2.0);
+  CHECK(contains(error_of<std::logic_error>([&] { distributed::set_grad_ready_hook(y, [] {}); }), "not a leaf"));
+  CHECK(contains(error_of<std::logic_error>([&] { distributed::set_grad_ready_hook(Tensor(), [] {}); }), "undefined"));
+  distributed::set_grad_ready_hook(w, [] { throw std::runtime_error("hook failed"); });
+  CHECK(error_of<std::runtime_error>([&] { ops::sum(y).backward(); }) == "hook failed");
+}
+
 TEST_CASE("plan_buckets: reverse order - at most bucket_bytes each unless one parameter is larger - one dtype each") {
   const NamedTensors params = {{"a", Tensor::zeros({10})},        // 40 bytes
                                {"b", Tensor::zeros({4})},         // 16
@@ -327,7 +458,8 @@ TEST_CASE("BucketedAllreduce: the sum over thread workers is the whole batch's g
   }
   // the same sums, bit for bit, as the replicas' gradients added by take_gradients_from
   for (int i = 0; i < 3; ++i) user_module::shard_loss(added.worker(i), batch, 7 * i / 3, 7 * (i + 1) / 3 - 7 * i / 3).backward();
-  for (int i = 1; i < 3; ++i) added.model.take_gradients_from(added.worker(i));
+  for (int i = 1; i < 3; ++i)
+    distributed::take_gradients_from(added.model.named_parameters(), added.worker(i).named_parameters());
   CHECK(gradients_of(w.model) == gradients_of(added.model));
 
   const distributed::CommStats& s = reduce.stats();

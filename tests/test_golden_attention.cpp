@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/core/random.hpp"
@@ -57,7 +58,7 @@ void run_mha_d2l(const std::string& fixture, const Dims& lens_shape, std::int64_
                                  DType::f32);
   const nn::NamedTensors params = mha.named_parameters();
   REQUIRE(names_of(params) == std::vector<std::string>{"W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight"});
-  mha.load_parameters(params_from(f, params), path);
+  io::restore_parameters(mha, params_from(f, params), path);
 
   Tensor queries = golden::leaf_copy(f.at("queries"));
   Tensor keys = golden::leaf_copy(f.at("keys"));
@@ -87,7 +88,7 @@ void run_mha_d2l(const std::string& fixture, const Dims& lens_shape, std::int64_
                                  DType::f32);
   nn::NamedTensors moved = params_from(f, params);
   moved[0].second = golden::perturbed(moved[0].second, 0, 1e-4); // W_q.weight[0, 0]
-  bad.load_parameters(moved, path);
+  io::restore_parameters(bad, moved, path);
   Tensor q2 = golden::leaf_copy(f.at("queries"));
   Tensor out2 = bad.forward(q2, f.at("keys"), f.at("values"), valid_lens);
   rep.expect_mismatch("output (W_q.weight[0,0] += 1e-4)", out2, f.at("output"));
@@ -174,7 +175,7 @@ TEST_CASE("golden: seed-004 self-attention MultiHeadAttention against PyTorch") 
   const nn::NamedTensors params = mha.named_parameters();
   REQUIRE(names_of(params) == std::vector<std::string>{"query.weight", "query.bias", "key.weight", "key.bias",
                                                        "value.weight", "value.bias", "out.weight", "out.bias"});
-  mha.load_parameters(params_from(f, params), path);
+  io::restore_parameters(mha, params_from(f, params), path);
 
   Tensor x = golden::leaf_copy(f.at("x"));
   Tensor output = mha.forward(x);
@@ -202,14 +203,14 @@ TEST_CASE("golden: seed-004 self-attention MultiHeadAttention against PyTorch") 
   models::MultiHeadAttention bad(embed_dim, num_heads, gen2, DType::f32);
   nn::NamedTensors moved = params_from(f, params);
   moved[7].second = golden::perturbed(moved[7].second, 3, 1e-4);
-  bad.load_parameters(moved, path);
+  io::restore_parameters(bad, moved, path);
   rep.expect_mismatch("output (out.bias[3] += 1e-4)", bad.forward(f.at("x")), f.at("output"));
   // and query.weight[0,0] moved by 1e-4 reaches the attention weights
   Generator gen3(777);
   models::MultiHeadAttention bad2(embed_dim, num_heads, gen3, DType::f32);
   moved = params_from(f, params);
   moved[0].second = golden::perturbed(moved[0].second, 0, 1e-4);
-  bad2.load_parameters(moved, path);
+  io::restore_parameters(bad2, moved, path);
   bad2.forward(f.at("x"));
   rep.expect_mismatch("attention_weights (query.weight[0,0] += 1e-4)", bad2.attention_weights(),
                       f.at("attention_weights"));

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "data/text.hpp"
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "golden_compare.hpp"
@@ -39,7 +40,7 @@ std::unique_ptr<models::GPT> fixture_gpt(const io::SafetensorsFile& f, const tra
   auto model = std::make_unique<models::GPT>(run.gpt_config(), 1);
   nn::NamedTensors initial;
   for (const auto& [name, p] : model->named_parameters()) initial.emplace_back(name, f.at("param." + name));
-  model->load_parameters(initial, kStepPath);
+  io::restore_parameters(*model, initial, kStepPath);
   return model;
 }
 

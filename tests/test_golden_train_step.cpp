@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/optim/optimizer.hpp"
@@ -85,7 +86,7 @@ TEST_CASE("golden: one training step of the reference SequenceModel against PyTo
   REQUIRE(count_prefixed(f, "param.") == 27);
   REQUIRE(count_prefixed(f, "grad.") == 27);
   REQUIRE(count_prefixed(f, "updated.") == 27);
-  model.load_parameters(initial_params(f, params), path);
+  io::restore_parameters(model, initial_params(f, params), path);
 
   const Tensor& tokens = f.at("tokens");
   const Tensor& valid_lens = f.at("valid_lens");
@@ -150,7 +151,7 @@ TEST_CASE("golden: one training step of the reference SequenceModel against PyTo
     nn::NamedTensors moved = initial_params(f, params);
     REQUIRE(moved[21].first == "blks.1.ffn.dense2.weight");
     moved[21].second = golden::perturbed(moved[21].second, 0, 1e-4);
-    bad.load_parameters(moved, path);
+    io::restore_parameters(bad, moved, path);
     Tensor bad_logits = bad.forward(tokens, valid_lens);
     rep.expect_mismatch("logits (blks.1.ffn.dense2.weight[0,0] += 1e-4)", bad_logits, f.at("logits"));
     ops::cross_entropy(bad_logits, targets, ops::sequence_mask(valid_lens, T)).backward();
@@ -161,7 +162,7 @@ TEST_CASE("golden: one training step of the reference SequenceModel against PyTo
   // noticeably only where |g| is small, so it must be caught somewhere among the 27 updates.
   {
     models::SequenceModel m2(cfg, 1, DType::f32);
-    m2.load_parameters(initial_params(f, params), path);
+    io::restore_parameters(m2, initial_params(f, params), path);
     ops::cross_entropy(m2.forward(tokens, valid_lens), targets, ops::sequence_mask(valid_lens, T)).backward();
     optim::AdamOptions wrong = opt;
     wrong.eps = opt.eps / std::sqrt(1.0 - opt.beta2);

@@ -1,6 +1,6 @@
 // The decoder-only model (models/gpt.hpp): nanoGPT's state_dict names, its initialisation,
-// causality, the fused and composed attention paths, and the key/value cache against the full
-// forward.
+// causality, the fused and composed attention paths, and the key/value cache of generation
+// (train/sample/kv_cache.hpp) against the full forward.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "framework/ops/ops.hpp"
 #include "framework/engine/profiler.hpp"
 #include "models/gpt.hpp"
+#include "train/sample/kv_cache.hpp"
 #include "test_support.hpp"
 #include "tiny_models.hpp"
 
@@ -180,18 +181,18 @@ TEST_CASE("GPT key/value cache: every position's logits equal the full forward's
       full = m.forward(tokens_of(seq, 1)); // (1, 8, 11)
       m.train();
     }
-    KVCache cache = m.new_cache(1);
+    KVCache cache = new_cache(m, 1);
     // a prompt of three positions in one call, then one position at a time
-    std::vector<double> cached = m.forward_cached(tokens_of({3, 1, 4}, 1), cache).to_vector();
+    std::vector<double> cached = forward_cached(m, tokens_of({3, 1, 4}, 1), cache).to_vector();
     CHECK(cache.length == 3);
     for (std::size_t t = 3; t < seq.size(); ++t) {
-      const auto step = m.forward_cached(tokens_of({seq[t]}, 1), cache).to_vector();
+      const auto step = forward_cached(m, tokens_of({seq[t]}, 1), cache).to_vector();
       cached.insert(cached.end(), step.begin(), step.end());
     }
     CHECK(cache.length == 8);
     CHECK(m.training()); // forward_cached leaves the mode as it found it
     check_close(cached, full.to_vector(), dtype == DType::f64 ? 1e-12 : 1e-5);
-    CHECK(contains(error_of<std::invalid_argument>([&] { (void)m.forward_cached(tokens_of({1}, 1), cache); }),
+    CHECK(contains(error_of<std::invalid_argument>([&] { (void)forward_cached(m, tokens_of({1}, 1), cache); }),
                    "8 cached + 1 new positions pass block_size 8"));
   }
 }
@@ -201,9 +202,9 @@ TEST_CASE("GPT key/value cache: a batch of sequences") {
   m.eval();
   NoGradGuard ng;
   const Tensor full = m.forward(tokens_of({1, 2, 3, 4, 7, 8, 9, 10}, 2));
-  KVCache cache = m.new_cache(2);
-  const Tensor first = m.forward_cached(tokens_of({1, 2, 7, 8}, 2), cache);
-  const Tensor rest = m.forward_cached(tokens_of({3, 4, 9, 10}, 2), cache);
+  KVCache cache = new_cache(m, 2);
+  const Tensor first = forward_cached(m, tokens_of({1, 2, 7, 8}, 2), cache);
+  const Tensor rest = forward_cached(m, tokens_of({3, 4, 9, 10}, 2), cache);
   check_close(ops::concat({first, rest}, 1), full.to_vector(), 1e-12);
 }
 

@@ -1,6 +1,6 @@
 // framework/nn: Linear, LayerNorm, Embedding, Dropout, and the Module contract (dotted parameter
-// names in PyTorch state_dict order for the reference model, train/eval propagation, zero_grad,
-// load_parameters and its refusals).
+// names in PyTorch state_dict order for the reference model, train/eval propagation, zero_grad),
+// and io::restore_parameters (framework/io/restore.hpp) into a module, with its refusals.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "framework/nn/layers.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/core/random.hpp"
+#include "framework/io/restore.hpp"
 #include "models/transformer.hpp"
 #include "tests/test_support.hpp"
 #include "tests/tiny_models.hpp"
@@ -291,7 +292,7 @@ TEST_CASE("zero_grad drops every parameter's gradient") {
   }
 }
 
-TEST_CASE("load_parameters: copies values into the existing handles") {
+TEST_CASE("restore_parameters: copies values into the existing handles") {
   const models::ModelConfig cfg = small_config();
   models::SequenceModel src(cfg, 1), dst(cfg, 2);
   const Tensor handle = dst.embedding->weight;
@@ -299,7 +300,7 @@ TEST_CASE("load_parameters: copies values into the existing handles") {
   nn::NamedTensors vals;
   const auto sp = src.named_parameters();
   for (auto it = sp.rbegin(); it != sp.rend(); ++it) vals.emplace_back(it->first, it->second.to(DType::f64));
-  dst.load_parameters(vals, "src.st");
+  io::restore_parameters(dst, vals, "src.st");
   CHECK(dst.embedding->weight.same(handle));
   const auto dp = dst.named_parameters();
   for (std::size_t i = 0; i < sp.size(); ++i) {
@@ -312,7 +313,7 @@ TEST_CASE("load_parameters: copies values into the existing handles") {
   CHECK(src.forward(tok, lens).to_vector() == dst.forward(tok, lens).to_vector());
 }
 
-TEST_CASE("load_parameters refusals name the source and the parameter, and change nothing") {
+TEST_CASE("restore_parameters refusals name the source and the parameter, and change nothing") {
   const models::ModelConfig cfg = small_config();
   models::SequenceModel src(cfg, 1), dst(cfg, 2);
   auto snapshot = [&] {
@@ -323,7 +324,7 @@ TEST_CASE("load_parameters refusals name the source and the parameter, and chang
   const auto before = snapshot();
   nn::NamedTensors vals = src.named_parameters(); // differs from dst everywhere
   auto refused = [&](const nn::NamedTensors& v) {
-    const std::string msg = error_of<std::invalid_argument>([&] { dst.load_parameters(v, "ckpt.st"); });
+    const std::string msg = error_of<std::invalid_argument>([&] { io::restore_parameters(dst, v, "ckpt.st"); });
     CHECK(msg.rfind("ckpt.st: ", 0) == 0);
     CHECK(snapshot() == before);
     return msg;
@@ -353,27 +354,6 @@ TEST_CASE("load_parameters refusals name the source and the parameter, and chang
     const std::string msg = refused(v);
     for (const std::string& part : c.said) CHECK(contains(msg, part));
   }
-}
-
-TEST_CASE("Module::share_parameters: a replica reads the source's values and keeps its own gradients") {
-  models::ModelConfig cfg = small_config();
-  cfg.layers = 1;
-  models::SequenceModel source(cfg, 1, DType::f64), replica(cfg, 2, DType::f64);
-  const Tensor tokens = Tensor::from_ints({3, 1, 6, 2, 5, 4, 4, 1, 0, 0}, {2, 5}), lens = Tensor::from_ints({5, 3}, {2});
-  replica.share_parameters(source);
-  CHECK(replica.forward(tokens, lens).to_vector() == source.forward(tokens, lens).to_vector());
-  // a backward through the replica fills the replica's gradients only
-  ops::sum(replica.forward(tokens, lens)).backward();
-  for (const auto& [name, p] : source.named_parameters()) CHECK_MESSAGE(!p.grad().defined(), name);
-  for (const auto& [name, p] : replica.named_parameters()) CHECK_MESSAGE(p.grad().defined(), name);
-  // an update of the source's values (in place, as an optimizer does) is the replica's too
-  source.named_parameters()[0].second.data<double>()[0] += 1.0;
-  CHECK(replica.named_parameters()[0].second.to_vector()[0] == source.named_parameters()[0].second.to_vector()[0]);
-  CHECK(replica.forward(tokens, lens).to_vector() == source.forward(tokens, lens).to_vector());
-  // a different model is refused
-  cfg.ffn = 10;
-  models::SequenceModel other(cfg, 3, DType::f64);
-  CHECK(contains(error_of<std::invalid_argument>([&] { other.share_parameters(source); }), "share_parameters"));
 }
 
 TEST_CASE("Sequential: PyTorch's parameter names and the composed forward") {

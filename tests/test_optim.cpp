@@ -1,6 +1,7 @@
 // framework/optim: SGD (plain, momentum, weight decay), Adam and AdamW against hand-computed
 // updates over three steps (PyTorch's rules, see optimizer.hpp), skipped parameters, global-norm
-// clipping, the learning-rate schedule, and the state()/load_state round trip with its refusals.
+// clipping, the learning-rate schedule, and the state() / io::restore_optimizer_state round trip with
+// its refusals.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/io/restore.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "tests/test_support.hpp"
 
@@ -321,7 +323,7 @@ TEST_CASE("LrSchedule: warmup, constant, cosine") {
   CHECK(cos0.at(2) == doctest::Approx(0.5));
 }
 
-TEST_CASE("state() / load_state round trip continues exactly") {
+TEST_CASE("state() / restore_optimizer_state round trip continues exactly") {
   auto make = [](Tensor& p, bool adam) -> std::unique_ptr<Optimizer> {
     if (adam) return std::make_unique<Adam>(nn::NamedTensors{{"w", p}}, AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.0, false});
     return std::make_unique<SGD>(nn::NamedTensors{{"w", p}}, SGDOptions{0.1, 0.9, 0.01});
@@ -347,7 +349,7 @@ TEST_CASE("state() / load_state round trip continues exactly") {
     auto opt2 = make(q, adam);
     nn::NamedTensors copy;
     for (const auto& [n, t] : st) copy.emplace_back(n, t.clone());
-    opt2->load_state(copy, "state.st");
+    io::restore_optimizer_state(*opt2, copy, "state.st");
     CHECK(opt2->steps() == 2);
     set_grad(p, kGrads[2]);
     set_grad(q, kGrads[2]);
@@ -357,7 +359,7 @@ TEST_CASE("state() / load_state round trip continues exactly") {
   }
 }
 
-TEST_CASE("load_state refusals name the source and the entry, and change nothing") {
+TEST_CASE("restore_optimizer_state refusals name the source and the entry, and change nothing") {
   Tensor p = param(kP0);
   Adam opt({{"w", p}}, AdamOptions{});
   set_grad(p, kGrads[0]);
@@ -372,7 +374,7 @@ TEST_CASE("load_state refusals name the source and the entry, and change nothing
 
   SUBCASE("missing entry") {
     nn::NamedTensors st = {good[0], {"exp_avg.w", Tensor::zeros({2}, DType::f64)}}; // no exp_avg_sq.w
-    const std::string msg = error_of<std::invalid_argument>([&] { opt.load_state(st, "opt.st"); });
+    const std::string msg = error_of<std::invalid_argument>([&] { io::restore_optimizer_state(opt, st, "opt.st"); });
     CHECK(contains(msg, "opt.st: "));
     CHECK(contains(msg, "'exp_avg_sq.w'"));
     CHECK(contains(msg, "missing"));
@@ -381,7 +383,7 @@ TEST_CASE("load_state refusals name the source and the entry, and change nothing
   }
   SUBCASE("missing step") {
     nn::NamedTensors st(good.begin() + 1, good.end());
-    const std::string msg = error_of<std::invalid_argument>([&] { opt.load_state(st, "opt.st"); });
+    const std::string msg = error_of<std::invalid_argument>([&] { io::restore_optimizer_state(opt, st, "opt.st"); });
     CHECK(contains(msg, "opt.st: "));
     CHECK(contains(msg, "'step'"));
   }
@@ -389,7 +391,7 @@ TEST_CASE("load_state refusals name the source and the entry, and change nothing
     nn::NamedTensors st = {{"step", Tensor::from_ints({7}, {})},
                            {"exp_avg.w", Tensor::zeros({2}, DType::f64)},
                            {"exp_avg_sq.w", Tensor::zeros({3}, DType::f64)}};
-    const std::string msg = error_of<std::invalid_argument>([&] { opt.load_state(st, "opt.st"); });
+    const std::string msg = error_of<std::invalid_argument>([&] { io::restore_optimizer_state(opt, st, "opt.st"); });
     CHECK(contains(msg, "opt.st: "));
     CHECK(contains(msg, "'exp_avg_sq.w'"));
     CHECK(contains(msg, "[3]"));
@@ -399,14 +401,15 @@ TEST_CASE("load_state refusals name the source and the entry, and change nothing
   }
   SUBCASE("wrong dtype") {
     nn::NamedTensors st = {good[0], {"exp_avg.w", Tensor::zeros({2}, DType::f32)}, good[2]};
-    const std::string msg = error_of<std::invalid_argument>([&] { opt.load_state(st, "opt.st"); });
+    const std::string msg = error_of<std::invalid_argument>([&] { io::restore_optimizer_state(opt, st, "opt.st"); });
     CHECK(contains(msg, "'exp_avg.w'"));
     CHECK(snapshot() == before);
   }
   SUBCASE("SGD state given to Adam") {
     Tensor q = param(kP0);
     SGD sgd({{"w", q}}, SGDOptions{0.1, 0.9, 0.0});
-    const std::string msg = error_of<std::invalid_argument>([&] { opt.load_state(sgd.state(), "sgd.st"); });
+    const std::string msg =
+        error_of<std::invalid_argument>([&] { io::restore_optimizer_state(opt, sgd.state(), "sgd.st"); });
     CHECK(contains(msg, "sgd.st: "));
     CHECK(contains(msg, "'exp_avg.w'"));
   }

@@ -3,7 +3,7 @@
 // optim_steps.safetensors, written by tests/reference/make_optim_fixture.py), for every option
 // (momentum, dampening, nesterov, maximize, amsgrad, decoupled decay) and both zero_grad modes.
 // Every parameter after every step must equal PyTorch's bit for bit; the per-parameter step
-// counts must be PyTorch's too, and survive state() / load_state mid-run.
+// counts must be PyTorch's too, and survive state() / io::restore_optimizer_state mid-run.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/optim/optimizer.hpp"
@@ -117,7 +118,7 @@ Resumed resumed_copy(const std::string& which, const nn::NamedTensors& ps, const
   r.opt = make(which, r.params);
   nn::NamedTensors copy;
   for (const auto& [n, t] : state) copy.emplace_back(n, t.clone());
-  r.opt->load_state(copy, source);
+  io::restore_optimizer_state(*r.opt, copy, source);
   return r;
 }
 
@@ -210,8 +211,9 @@ TEST_CASE("optimizers: AMSGrad's running max is saved and loaded with the state"
   nn::NamedTensors plain;
   for (const auto& [n, t] : state)
     if (n.rfind("max_exp_avg_sq.", 0) != 0) plain.emplace_back(n, t.clone());
-  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { resumed.opt->load_state(plain, "p.st"); }),
-                               "'max_exp_avg_sq.a' is missing"));
+  CHECK(test_support::contains(
+      test_support::error_of<std::invalid_argument>([&] { io::restore_optimizer_state(*resumed.opt, plain, "p.st"); }),
+      "'max_exp_avg_sq.a' is missing"));
 }
 
 TEST_CASE("optimizers: a zero gradient is not a missing one (negative control)") {
@@ -228,7 +230,7 @@ TEST_CASE("optimizers: a zero gradient is not a missing one (negative control)")
   report.expect("adam.20.a", ps[0].second, fixture().get("adam.20.a"), {1e-7, 1e-6, false}); // a always had one
 }
 
-TEST_CASE("optimizers: per-parameter steps survive state() and load_state mid-run") {
+TEST_CASE("optimizers: per-parameter steps survive state() and restore_optimizer_state mid-run") {
   for (const std::string which : {"sgd", "adam", "adamw"}) {
     CAPTURE(which);
     const nn::NamedTensors ps = fresh_params();
@@ -261,13 +263,14 @@ TEST_CASE("optimizers: a state with one step count (written before per-parameter
   for (const auto& [n, t] : opt->state())
     if (n == "step") old_state.emplace_back(n, Tensor::from_ints({4}, {}));
     else old_state.emplace_back(n, t.clone());
-  opt->load_state(old_state, "old.st");
+  io::restore_optimizer_state(*opt, old_state, "old.st");
   CHECK(opt->steps() == 4);
   for (std::size_t i = 0; i < ps.size(); ++i) CHECK(opt->param_steps(i) == 4);
   // and a negative per-parameter count is refused, naming the entry
   old_state.emplace_back("step.b", Tensor::from_ints({-1}, {}));
-  CHECK(test_support::contains(test_support::error_of<std::invalid_argument>([&] { opt->load_state(old_state, "old.st"); }),
-                               "'step.b'"));
+  CHECK(test_support::contains(
+      test_support::error_of<std::invalid_argument>([&] { io::restore_optimizer_state(*opt, old_state, "old.st"); }),
+      "'step.b'"));
   CHECK(opt->param_steps(1) == 4); // refused: nothing changed
 }
 

@@ -143,7 +143,7 @@ int run(const Options& o) {
   // Read it back into a fresh model: the same loss, bit for bit.
   Generator other(static_cast<std::uint64_t>(o.seed) + 1);
   CharLM reloaded(model.config, other);
-  reloaded.load_parameters(io::load_safetensors(o.out).tensors, o.out);
+  io::restore_parameters(reloaded, io::load_safetensors(o.out).tensors, o.out);
   const double reloaded_loss = eval_loss(reloaded, check);
   std::printf("saved %s (%zu tensors); reloaded, its loss on a held-out window: %.9g (%s)\n", o.out.c_str(),
               model.named_parameters().size(), reloaded_loss, reloaded_loss == check_loss ? "same" : "DIFFERENT");

@@ -1,15 +1,16 @@
 // autograd.cpp - recording ops on the tape, and the backward walk.
 //
 // Read run_backward first: a topological order from the root, then every node's backward in
-// reverse, each adding its inputs' gradients. Skip on first reading: ReadyHooks and the hooks'
-// and observer's lines in run_backward (marked), which tell a hooked leaf when its last writer has
-// run (data-parallel training) and show each gradient to a tool that draws the graph; and the
-// second half of the file (marked), the memory and first-write machinery behind
-// Node::add_to_grad and Node::grad_buffer.
+// reverse, each adding its inputs' gradients. Skip on first reading: the watchers and the
+// watches' lines in run_backward (marked), which show the walk to a tool that draws the graph and
+// to data-parallel training; and the second half of the file (marked), the memory and
+// first-write machinery behind Node::add_to_grad and Node::grad_buffer.
 #include "framework/core/autograd.hpp"
 
 #include <fmt/format.h>
-#include <unordered_map>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "framework/core/broadcast.hpp"
@@ -20,7 +21,6 @@ namespace headgrad {
 
 namespace {
 thread_local bool g_grad_enabled = true;
-thread_local const GradientObserver* g_observer = nullptr;
 // Skip on first reading: the dy of the backward call running on this thread, which
 // Node::add_to_grad may hand on to one input as its gradient instead of copying it (see there).
 struct DyState {
@@ -42,11 +42,6 @@ GradBuffer gradient_of(TensorImpl* impl);
 bool grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
-
-ObserveGradients::ObserveGradients(GradientObserver observer) : observer_(std::move(observer)), prev_(g_observer) {
-  g_observer = &observer_;
-}
-ObserveGradients::~ObserveGradients() { g_observer = prev_; }
 
 bool will_record(std::initializer_list<const Tensor*> inputs) {
   if (!g_grad_enabled) return false;
@@ -118,62 +113,42 @@ std::vector<std::shared_ptr<TensorImpl>> topological_order(const Tensor& root) {
   return order;
 }
 
+// Skip on first reading: the installed watchers, which every backward asks for a watch of its walk.
 namespace {
-
-// Skip on first reading (data-parallel training's gradient-ready hooks).
-// The hooked leaves of one backward (set_grad_ready_hook) and, for each, how many nodes of the
-// walk still write into it: when the count reaches zero the gradient is final and the hook runs.
-class ReadyHooks {
-public:
-  explicit ReadyHooks(const std::vector<std::shared_ptr<TensorImpl>>& order) {
-    for (const auto& t : order)
-      if (!t->grad_fn && t->grad_ready_hook) pending_[t.get()] = 0;
-    if (pending_.empty()) return; // the usual case: nothing to count
-    for (const auto& t : order)
-      if (const Node* n = t->grad_fn.get()) for_each_hooked_input(*n, [](int& count, TensorImpl*) { ++count; });
-  }
-  // After the seed: a hooked leaf no node writes into (the root itself) is final already.
-  void seeded() {
-    for (auto& [leaf, count] : pending_)
-      if (count == 0) leaf->grad_ready_hook();
-  }
-  // After node n has run (or had nothing to do): its inputs have one writer less.
-  void node_done(const Node& n) {
-    for_each_hooked_input(n, [](int& count, TensorImpl* leaf) {
-      if (--count == 0) leaf->grad_ready_hook();
-    });
-  }
-
-private:
-  // f(count, leaf) once per distinct hooked leaf among n's inputs (x * x writes into x once).
-  template <typename F> void for_each_hooked_input(const Node& n, F f) {
-    if (pending_.empty()) return;
-    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-      TensorImpl* in = n.inputs[i].get();
-      bool repeated = false;
-      for (std::size_t j = 0; j < i && !repeated; ++j) repeated = n.inputs[j].get() == in;
-      const auto it = repeated ? pending_.end() : pending_.find(in);
-      if (it != pending_.end()) f(it->second, in);
-    }
-  }
-  std::unordered_map<TensorImpl*, int> pending_;
+std::shared_mutex g_watchers_mutex;
+std::vector<const BackwardWatcher*> g_watchers;
+struct GradientLook final : BackwardWatch { // ObserveGradients' watch
+  explicit GradientLook(const GradientObserver& f) : observer(f) {}
+  void gradient(const TensorImpl& tensor, const Tensor& grad) override { observer(tensor, grad); }
+  const GradientObserver& observer;
 };
-
+std::vector<std::unique_ptr<BackwardWatch>> watches_of(const std::vector<std::shared_ptr<TensorImpl>>& order) {
+  std::vector<std::unique_ptr<BackwardWatch>> watches;
+  std::shared_lock lock(g_watchers_mutex);
+  for (const BackwardWatcher* w : g_watchers)
+    if (auto watch = (*w)(order)) watches.push_back(std::move(watch));
+  return watches;
+}
 } // namespace
 
-void set_grad_ready_hook(const Tensor& leaf, GradReadyHook hook) {
-  if (!leaf.defined()) throw std::logic_error("set_grad_ready_hook: undefined tensor");
-  if (!leaf.is_leaf())
-    throw std::logic_error(fmt::format("set_grad_ready_hook: the tensor {} was produced by an op, not a leaf; its "
-                                       "gradient is not kept",
-                                       leaf.shape()));
-  leaf.impl()->grad_ready_hook = std::move(hook);
+WatchBackwards::WatchBackwards(BackwardWatcher watcher) : watcher_(std::move(watcher)) {
+  std::unique_lock lock(g_watchers_mutex);
+  g_watchers.push_back(&watcher_);
 }
+WatchBackwards::~WatchBackwards() {
+  std::unique_lock lock(g_watchers_mutex);
+  std::erase(g_watchers, &watcher_);
+}
+
+ObserveGradients::ObserveGradients(GradientObserver observer)
+    : WatchBackwards([f = std::move(observer), thread = std::this_thread::get_id()](const auto&) {
+        return std::unique_ptr<BackwardWatch>(std::this_thread::get_id() == thread ? new GradientLook(f) : nullptr);
+      }) {}
 
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   check_backward_call(root, grad_output);
   const std::vector<std::shared_ptr<TensorImpl>> order = topological_order(root);
-  ReadyHooks hooks(order); // skip on first reading: the hooks and each hooks.* call below
+  const auto watches = watches_of(order); // skip on first reading: the watches and their calls below
 
   // Seed: the root's gradient receives grad_output (added, as a leaf's would be).
   {
@@ -187,11 +162,10 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   // Reverse post-order: every consumer of a tensor has run before the tensor's own node, so its
   // gradient is complete when its node reads it.
   NoGradGuard no_grad; // a backward built from ops records nothing
-  hooks.seeded();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     TensorImpl* impl = it->get();
     const Tensor dy(impl->grad); // complete: every consumer has run
-    if (g_observer) (*g_observer)(*impl, dy); // skip on first reading: a graph-drawing tool's look
+    for (const auto& w : watches) w->gradient(*impl, dy);
     Node* node = impl->grad_fn.get();
     if (!node) continue; // a leaf: its gradient stays
     // A node none of whose inputs needs grad any more (a leaf had set_requires_grad(false) after
@@ -203,8 +177,8 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
       const DyHandOff hand_off(dy);
       node->backward(*node, dy);
     }
-    hooks.node_done(*node); // a leaf whose last writer this was has its final gradient
-    impl->grad.reset();     // non-leaf gradients are not kept (like PyTorch without retain_grad)
+    for (const auto& w : watches) w->node_done(*node);
+    impl->grad.reset(); // non-leaf gradients are not kept (like PyTorch without retain_grad)
     if (!retain_graph) {
       node->backward = nullptr; // drops saved tensors
       node->inputs.clear();

@@ -101,36 +101,39 @@ std::vector<std::shared_ptr<TensorImpl>> topological_order(const Tensor& root);
 // The engine. `root` must require grad; `grad_output` has root's shape.
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph);
 
-// A look at every gradient while backward runs, for tools that draw or inspect the graph
-// (framework/io/graph_dot.hpp): run_backward drops a non-leaf's gradient as soon as its node has
-// used it, so that is the only moment it can be seen. The observer is called once per tensor on
-// the path to the root, in the order backward reaches them, with the tensor's gradient when it is
-// complete (undefined: nothing reached it). While an ObserveGradients is alive, run_backward on
-// this thread calls `observer`; it must not change the gradient.
+// Skip on first reading: watching a backward from outside. A tool that draws the graph wants each
+// gradient: run_backward drops a non-leaf's as soon as its node has used it, so that is the only
+// moment it can be seen (framework/io/graph_dot.hpp). Data-parallel training wants each node done:
+// once the last node that writes into a parameter has run, its gradient is final and can be sent
+// while backward goes on (framework/distributed/grad_ready_hooks.hpp). Every backward asks each
+// installed watcher, on its own thread, for a watch of its walk (`order`: topological_order(root),
+// walked in reverse; null: nothing to watch); a watch must not change a gradient, and an exception
+// it throws ends the backward.
+struct BackwardWatch {
+  virtual ~BackwardWatch() = default;
+  // each tensor as the walk reaches it (the root first, just seeded), its gradient complete
+  // (undefined: nothing reached it)
+  virtual void gradient(const TensorImpl& /*tensor*/, const Tensor& /*grad*/) {}
+  // each node once it has run (or had nothing to do): it wrote its inputs' gradients
+  virtual void node_done(const Node& /*node*/) {}
+};
+using BackwardWatcher =
+    std::function<std::unique_ptr<BackwardWatch>(const std::vector<std::shared_ptr<TensorImpl>>& order)>;
+// Installs `watcher` for the backward calls of every thread while this object lives.
+class WatchBackwards {
+public:
+  explicit WatchBackwards(BackwardWatcher watcher);
+  ~WatchBackwards();
+  WatchBackwards(const WatchBackwards&) = delete;
+  WatchBackwards& operator=(const WatchBackwards&) = delete;
+private:
+  BackwardWatcher watcher_;
+};
+// While alive, shows `observer` each gradient of this thread's backward calls (BackwardWatch::gradient).
 using GradientObserver = std::function<void(const TensorImpl& tensor, const Tensor& grad)>;
-class ObserveGradients {
+class ObserveGradients : WatchBackwards {
 public:
   explicit ObserveGradients(GradientObserver observer);
-  ~ObserveGradients();
-  ObserveGradients(const ObserveGradients&) = delete;
-  ObserveGradients& operator=(const ObserveGradients&) = delete;
-private:
-  GradientObserver observer_;
-  const GradientObserver* prev_;
 };
-
-// Gradient-ready hooks. In a backward, a leaf's gradient is final once the last node that writes
-// into it has run; the engine then calls the leaf's hook, while it goes on with the nodes left
-// (PyTorch's Tensor.register_post_accumulate_grad_hook). Data-parallel training starts the
-// all-reduce of a bucket of gradients from these calls, so that communication overlaps the rest
-// of backward (PyTorch DDP: Li et al., "PyTorch Distributed", VLDB 2020).
-//   - It runs once per backward that reaches the leaf, on the thread running that backward (under
-//     its NoGradGuard), also when no node wrote a gradient (grad() then holds what it held before).
-//   - Nodes that share no leaf may run before or after it, so it must not touch other leaves'
-//     gradients, nor install or remove hooks; an exception it throws ends the backward.
-using GradReadyHook = std::function<void()>;
-// Installs `leaf`'s hook, replacing any; an empty hook removes it. std::logic_error for a tensor
-// an op produced (its gradient is not kept, so it never becomes final).
-void set_grad_ready_hook(const Tensor& leaf, GradReadyHook hook);
 
 } // namespace headgrad

@@ -5,7 +5,6 @@
 // Views (reshape of a contiguous tensor, permute, transpose, slice) share storage.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,7 +28,6 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // same shape, contiguous; accumulates
   std::shared_ptr<Node> grad_fn;     // null for leaves
-  std::function<void()> grad_ready_hook; // leaves: see set_grad_ready_hook (autograd.hpp)
 };
 
 class Tensor {

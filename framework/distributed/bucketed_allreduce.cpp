@@ -6,26 +6,13 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
-#include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
+#include "framework/distributed/grad_ready_hooks.hpp"
+#include "framework/distributed/replica_parameters.hpp"
 #include "framework/core/strided.hpp"
 #include "framework/engine/runtime/clock.hpp"
 
 namespace headgrad::distributed {
-namespace {
-
-void check_same_list(const NamedTensors& a, const NamedTensors& b, std::size_t worker) {
-  bool same = a.size() == b.size();
-  for (std::size_t i = 0; same && i < a.size(); ++i)
-    same = a[i].first == b[i].first && a[i].second.shape() == b[i].second.shape() &&
-           a[i].second.dtype() == b[i].second.dtype();
-  if (!same)
-    throw std::invalid_argument(fmt::format("BucketedAllreduce: worker {}'s parameters differ from the target's ({} "
-                                            "and {} parameters, or names, shapes or dtypes)",
-                                            worker, b.size(), a.size()));
-}
-
-} // namespace
 
 std::vector<std::vector<std::size_t>> plan_buckets(const NamedTensors& params, std::size_t bucket_bytes) {
   std::vector<std::vector<std::size_t>> buckets;
@@ -62,7 +49,9 @@ BucketedAllreduce::BucketedAllreduce(NamedTensors target, std::vector<NamedTenso
                                      std::int64_t shards)
     : target_(std::move(target)), workers_(std::move(workers)), shards_(shards_or_default(shards, workers_.size())),
       node_(distributed::rank_shards(shards_, size(), rank())), sums_(shards_, workers_) {
-  for (std::size_t w = 0; w < workers_.size(); ++w) check_same_list(target_, workers_[w], w);
+  for (std::size_t w = 0; w < workers_.size(); ++w)
+    check_same_parameters(workers_[w], target_,
+                          fmt::format("BucketedAllreduce: worker {}'s parameters differ from the target's", w));
   bucket_of_.resize(target_.size());
   for (auto& params : plan_buckets(target_, bucket_bytes)) {
     auto b = std::make_unique<Bucket>();

@@ -4,7 +4,7 @@
 //
 // The parameters are grouped into buckets of about `bucket_bytes`, in reverse registration order:
 // a model that registers its layers from input to output gets its gradients final in about that
-// order during backward. A gradient-ready hook (framework/core/autograd.hpp) on every parameter counts
+// order during backward. A gradient-ready hook (grad_ready_hooks.hpp) on every parameter counts
 // its bucket down during each worker's last backward of the step; the thread whose hook completes
 // a bucket adds the rank's shard gradients in the shard tree (shard_gradients.hpp) into the
 // bucket's flat buffer and hands it to the communication thread, which all-reduces the buckets

@@ -1,11 +1,8 @@
 #include "framework/nn/module.hpp"
 
-#include <cstring>
 #include <fmt/format.h>
-#include <map>
 
 #include "framework/core/autograd.hpp"
-#include "framework/core/strided.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace headgrad::nn {
@@ -78,87 +75,6 @@ Module& Module::to(DType dtype) {
     impl.grad.reset();
   }
   return *this;
-}
-
-void Module::load_parameters(const NamedTensors& values, const std::string& source) {
-  std::map<std::string, const Tensor*> given;
-  for (const auto& [name, t] : values) given[name] = &t;
-  const NamedTensors mine = named_parameters();
-  for (const auto& [name, p] : mine) {
-    auto it = given.find(name);
-    if (it == given.end())
-      throw std::invalid_argument(fmt::format("{}: missing parameter '{}' (expected shape {})", source, name, p.shape()));
-    const Tensor& v = *it->second;
-    if (!(v.shape() == p.shape()))
-      throw std::invalid_argument(fmt::format("{}: parameter '{}' has shape {} but the model expects {}", source, name,
-                                              v.shape(), p.shape()));
-    if (!is_float(v.dtype()))
-      throw std::invalid_argument(fmt::format("{}: parameter '{}' has dtype {}, expected a float type", source, name,
-                                              dtype_name(v.dtype())));
-  }
-  // Compare against `values`, not the map `given`: a duplicated name collapses in the map.
-  if (values.size() != mine.size()) {
-    std::map<std::string, int> seen;
-    for (const auto& [name, p] : mine) seen[name] = 0;
-    for (const auto& [name, t] : values) {
-      auto it = seen.find(name);
-      if (it == seen.end())
-        throw std::invalid_argument(fmt::format("{}: unexpected parameter '{}' (shape {})", source, name, t.shape()));
-      if (++it->second > 1)
-        throw std::invalid_argument(fmt::format("{}: parameter '{}' appears twice", source, name));
-    }
-  }
-  // Checked everything first: a refused file changes nothing.
-  NoGradGuard ng;
-  for (const auto& [name, p] : mine) {
-    Tensor v = given[name]->to(p.dtype()).contiguous();
-    std::memcpy(p.raw(), v.raw(), static_cast<std::size_t>(p.numel()) * dtype_size(p.dtype()));
-  }
-}
-
-namespace {
-// Both modules' parameters, checked to be the same list (names, shapes, dtypes); throws naming `op`.
-std::pair<NamedTensors, NamedTensors> same_parameters(const Module& a, const Module& b, const char* op) {
-  NamedTensors mine = a.named_parameters(), theirs = b.named_parameters();
-  bool same = mine.size() == theirs.size();
-  for (std::size_t i = 0; same && i < mine.size(); ++i)
-    same = mine[i].first == theirs[i].first && mine[i].second.shape() == theirs[i].second.shape() &&
-           mine[i].second.dtype() == theirs[i].second.dtype();
-  if (!same)
-    throw std::invalid_argument(fmt::format("{}: the modules differ ({} and {} parameters, or names, shapes or dtypes)",
-                                            op, mine.size(), theirs.size()));
-  return {std::move(mine), std::move(theirs)};
-}
-} // namespace
-
-void Module::take_gradients_from(Module& other) {
-  const auto [mine, theirs] = same_parameters(*this, other, "take_gradients_from");
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    TensorImpl* p = mine[i].second.impl();
-    TensorImpl* o = theirs[i].second.impl();
-    if (!o->grad) continue;
-    if (!p->grad) {
-      p->grad = std::move(o->grad);
-      continue;
-    }
-    const Tensor g(p->grad), add(o->grad);
-    dispatch_float(g.dtype(), "take_gradients_from", [&]<typename T>() {
-      book::sum_into<T>(g.data<T>(), false, g.shape(), add.data<T>(), add.shape(), add.strides(), T(1));
-    });
-    o->grad.reset();
-  }
-}
-
-void Module::share_parameters(const Module& source) {
-  const auto [mine, theirs] = same_parameters(*this, source, "share_parameters");
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    TensorImpl* p = mine[i].second.impl();
-    const TensorImpl* s = theirs[i].second.impl();
-    p->storage = s->storage;
-    p->offset = s->offset;
-    p->strides = s->strides;
-    p->grad.reset();
-  }
 }
 
 } // namespace headgrad::nn

@@ -36,25 +36,8 @@ public:
   // the handles the module (and anyone else) holds stay valid and see the new dtype and values;
   // gradients are dropped. What it is for: gradchecking a float32 module in float64 without
   // rebuilding it. Build optimizers after it (their state keeps the old dtype), and note that
-  // parameters shared with a replica (share_parameters) stop sharing. Returns *this.
+  // parameters shared with a replica (distributed::share_parameters) stop sharing. Returns *this.
   Module& to(DType dtype);
-
-  // Copies values into the existing parameters (handles stay valid). Every parameter must be
-  // present with the same shape; extra names are refused. Errors are std::invalid_argument
-  // naming `source` (e.g. the file) and the offending parameter. Values of another float dtype
-  // are converted.
-  void load_parameters(const NamedTensors& values, const std::string& source);
-
-  // Makes every parameter share its values (its storage) with the same-named parameter of
-  // `source`, while keeping a gradient of its own: a replica that threads can run forward and
-  // backward on side by side (each into its own gradients), and that sees every update of the
-  // source's values. Both modules must have the same parameter names, shapes and dtypes (as two
-  // instances of one model do); std::invalid_argument otherwise.
-  void share_parameters(const Module& source);
-  // Adds `other`'s parameter gradients into this module's (same names, shapes, dtypes, as for
-  // share_parameters) and clears other's: how replicas' gradients come back to the model. A
-  // gradient this module does not have yet is taken over without a copy.
-  void take_gradients_from(Module& other);
 
 protected:
   // Registers a parameter (a leaf that requires grad) and returns the same handle.

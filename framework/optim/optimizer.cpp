@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <fmt/format.h>
 #include <functional>
 #include <numbers>
-#include <optional>
 #include <type_traits>
 
 #include "framework/engine/kernels.hpp"
@@ -56,41 +54,6 @@ template <typename T> T fused_multiply_add(T a, T b, T c) {
   else return std::fma(a, b, c);
 }
 
-// Looks up `name` in a state list and checks its shape and dtype against `dst`; returns the
-// entry. Loading checks every entry first and copies afterwards, so a refused state changes nothing.
-const Tensor& find_state(const nn::NamedTensors& state, const std::string& name, const Tensor& dst,
-                         const std::string& source) {
-  for (const auto& [n, t] : state)
-    if (n == name) {
-      if (!(t.shape() == dst.shape()) || t.dtype() != dst.dtype())
-        throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is {} {}, expected {} {}", source, name,
-                                                t.shape(), dtype_name(t.dtype()), dst.shape(),
-                                                dtype_name(dst.dtype())));
-      return t;
-    }
-  throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is missing", source, name));
-}
-
-void copy_into(const Tensor& dst, const Tensor& src) {
-  Tensor c = src.contiguous();
-  std::memcpy(dst.raw(), c.raw(), static_cast<std::size_t>(dst.numel()) * dtype_size(dst.dtype()));
-}
-
-// The int64 step count `name` in `state`, if it is there; `required` makes its absence an error.
-std::optional<std::int64_t> find_step(const nn::NamedTensors& state, const std::string& name, bool required,
-                                      const std::string& source) {
-  for (const auto& [n, t] : state)
-    if (n == name) {
-      if (t.dtype() != DType::i64 || t.numel() != 1)
-        throw std::invalid_argument(fmt::format("{}: optimizer state '{}' must be one int64", source, name));
-      const std::int64_t step = t.to_int_vector()[0];
-      if (step < 0) throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is {} < 0", source, name, step));
-      return step;
-    }
-  if (required) throw std::invalid_argument(fmt::format("{}: optimizer state '{}' is missing", source, name));
-  return std::nullopt;
-}
-
 } // namespace
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -120,17 +83,12 @@ void Optimizer::add_step_state(nn::NamedTensors& state) const {
     if (param_steps_[i] != t_) state.emplace_back("step." + params_[i].first, Tensor::from_ints({param_steps_[i]}, {}));
 }
 
-std::pair<std::int64_t, std::vector<std::int64_t>> Optimizer::read_steps(const nn::NamedTensors& state,
-                                                                         const std::string& source) const {
-  const std::int64_t step = *find_step(state, "step", true, source);
-  std::vector<std::int64_t> per_param;
-  for (const auto& [name, p] : params_) per_param.push_back(find_step(state, "step." + name, false, source).value_or(step));
-  return {step, per_param};
-}
-
-void Optimizer::commit_steps(const std::pair<std::int64_t, std::vector<std::int64_t>>& steps) {
-  t_ = steps.first;
-  param_steps_ = steps.second;
+void Optimizer::set_steps(std::int64_t steps, const std::vector<std::int64_t>& param_steps) {
+  if (param_steps.size() != params_.size())
+    throw std::logic_error(fmt::format("Optimizer::set_steps: {} step counts for {} parameters", param_steps.size(),
+                                       params_.size()));
+  t_ = steps;
+  param_steps_ = param_steps;
 }
 
 SGD::SGD(nn::NamedTensors params, SGDOptions opt) : Optimizer(std::move(params)), opt_(opt) {
@@ -178,15 +136,6 @@ nn::NamedTensors SGD::state() const {
   add_step_state(s);
   for (std::size_t i = 0; i < params_.size(); ++i) s.emplace_back("momentum_buffer." + params_[i].first, buf_[i]);
   return s;
-}
-
-void SGD::load_state(const nn::NamedTensors& state, const std::string& source) {
-  const auto steps = read_steps(state, source);
-  std::vector<const Tensor*> src;
-  for (std::size_t i = 0; i < params_.size(); ++i)
-    src.push_back(&find_state(state, "momentum_buffer." + params_[i].first, buf_[i], source));
-  for (std::size_t i = 0; i < params_.size(); ++i) copy_into(buf_[i], *src[i]);
-  commit_steps(steps);
 }
 
 Adam::Adam(nn::NamedTensors params, AdamOptions opt) : Optimizer(std::move(params)), opt_(opt) {
@@ -246,22 +195,6 @@ nn::NamedTensors Adam::state() const {
     if (opt_.amsgrad) s.emplace_back("max_exp_avg_sq." + params_[i].first, vmax_[i]);
   }
   return s;
-}
-
-void Adam::load_state(const nn::NamedTensors& state, const std::string& source) {
-  const auto steps = read_steps(state, source);
-  std::vector<const Tensor*> m, v, vmax;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    m.push_back(&find_state(state, "exp_avg." + params_[i].first, m_[i], source));
-    v.push_back(&find_state(state, "exp_avg_sq." + params_[i].first, v_[i], source));
-    if (opt_.amsgrad) vmax.push_back(&find_state(state, "max_exp_avg_sq." + params_[i].first, vmax_[i], source));
-  }
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    copy_into(m_[i], *m[i]);
-    copy_into(v_[i], *v[i]);
-    if (opt_.amsgrad) copy_into(vmax_[i], *vmax[i]);
-  }
-  commit_steps(steps);
 }
 
 double grad_square_sum(const Tensor& g) {

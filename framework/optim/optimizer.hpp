@@ -56,20 +56,15 @@ public:
   std::int64_t param_steps(std::size_t i) const { return param_steps_.at(i); }
   // Optimizer state as named tensors (for checkpoints), e.g. "exp_avg.blks.0.ffn.dense1.weight",
   // plus "step" (int64, the step() calls) and, for each parameter whose own count differs from it,
-  // "step.<name>" (int64). A state without "step.<name>" gives that parameter "step": states
-  // written before per-parameter counts existed load unchanged. load_state refuses
-  // missing/mismatched entries with invalid_argument and then changes nothing.
+  // "step.<name>" (int64). The buffers are the optimizer's own (not copies): a checkpoint is read
+  // back into them and into set_steps (io::restore_optimizer_state, framework/io/restore.hpp).
   virtual nn::NamedTensors state() const = 0;
-  virtual void load_state(const nn::NamedTensors& state, const std::string& source) = 0;
+  // Sets the step() count and each parameter's own count (in params() order).
+  virtual void set_steps(std::int64_t steps, const std::vector<std::int64_t>& param_steps);
   const nn::NamedTensors& params() const { return params_; }
 
 protected:
   void add_step_state(nn::NamedTensors& state) const;
-  // The step counts in `state` ("step", "step.<name>"), checked; commit_steps sets them once
-  // every other entry has been checked too.
-  std::pair<std::int64_t, std::vector<std::int64_t>> read_steps(const nn::NamedTensors& state,
-                                                                  const std::string& source) const;
-  void commit_steps(const std::pair<std::int64_t, std::vector<std::int64_t>>& steps);
 
   nn::NamedTensors params_;
   double lr_ = 1e-3;
@@ -91,7 +86,6 @@ public:
   SGD(nn::NamedTensors params, SGDOptions opt);
   void step() override;
   nn::NamedTensors state() const override;
-  void load_state(const nn::NamedTensors& state, const std::string& source) override;
 private:
   SGDOptions opt_;
   std::vector<Tensor> buf_; // momentum buffers, allocated on first step
@@ -108,7 +102,6 @@ public:
   Adam(nn::NamedTensors params, AdamOptions opt);
   void step() override;
   nn::NamedTensors state() const override;
-  void load_state(const nn::NamedTensors& state, const std::string& source) override;
 private:
   AdamOptions opt_;
   std::vector<Tensor> m_, v_, vmax_; // vmax_: amsgrad only

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
@@ -107,7 +108,7 @@ void fill_random(Example& e, const ExplainOptions& o, Generator& gen) {
 }
 
 void fill_from_fixture(Example& e, const ExplainOptions& o, const io::SafetensorsFile& fx) {
-  e.mha->load_parameters({{"W_q.weight", fx.at("W_q.weight")}, {"W_k.weight", fx.at("W_k.weight")},
+  io::restore_parameters(*e.mha, {{"W_q.weight", fx.at("W_q.weight")}, {"W_k.weight", fx.at("W_k.weight")},
                           {"W_v.weight", fx.at("W_v.weight")}, {"W_o.weight", fx.at("W_o.weight")}},
                          o.fixture);
   e.queries = fx.at("queries").to(f64).contiguous();

@@ -17,6 +17,7 @@
 #include "framework/core/random.hpp"
 #include "framework/engine/runtime/clock.hpp"
 #include "framework/engine/runtime/threads.hpp"
+#include "framework/io/restore.hpp"
 #include "train/pictures/attention_svg.hpp"
 #include "train/parallel/dropout_state.hpp"
 #include "train/parallel/parallel_step.hpp"
@@ -102,7 +103,7 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& d
     // the checkpoint's parameters in a model of this run's config: the stored fields are the
     // checkpoint's (checked above), the compute ones (the attention path) this run's own
     t.model = make_model(o.run, o.run.seed);
-    t.model->load_parameters(resumed->model->named_parameters(), o.resume);
+    io::restore_parameters(*t.model, resumed->model->named_parameters(), o.resume);
     resumed->model.reset();
     t.start = resumed->step;
   } else {

@@ -1,5 +1,6 @@
 #include "train/parallel/thread_replicas.hpp"
 
+#include "framework/distributed/replica_parameters.hpp"
 #include "framework/distributed/shard_gradients.hpp"
 #include "framework/core/random.hpp"
 
@@ -8,7 +9,7 @@ namespace headgrad::train {
 ThreadReplicas::ThreadReplicas(models::TokenModel& model, int threads, std::uint64_t seed) : model_(model) {
   for (int i = 1; i < threads; ++i) {
     auto r = model.replica(mix_seed(seed, static_cast<std::uint64_t>(i)));
-    r->share_parameters(model);
+    distributed::share_parameters(r->named_parameters(), model.named_parameters());
     replicas_.push_back(std::move(r));
   }
   pool_ = std::make_unique<runtime::SpinPool>(threads - 1);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "train/run/run_model.hpp"
 
@@ -110,8 +111,8 @@ namespace {
 // The model the metadata describes must be the one the file holds, before it is built: a
 // tampered or damaged size (d_model 65536, layers 100000, vocab 1e11) would otherwise allocate
 // what it claims. Every parameter of that model must be in the file with its shape (the messages
-// are Module::load_parameters'), so the model is no larger than the file's tensors, which the
-// reader has bounded by the file's size; load_parameters then checks the rest (extra tensors,
+// are io::restore_parameters'), so the model is no larger than the file's tensors, which the
+// reader has bounded by the file's size; restore_parameters then checks the rest (extra tensors,
 // dtypes) as it copies them.
 void check_model_fits_file(const RunConfig& cfg, const io::SafetensorsFile& f, const std::string& path) {
   std::map<std::string, const Tensor*> given;
@@ -138,7 +139,7 @@ LoadedRun load_model_checkpoint(const std::string& model_path) {
   run.config = run_config_from_metadata(f.metadata, model_path, run.step);
   check_model_fits_file(run.config, f, model_path);
   run.model = make_model(run.config, run.config.seed);
-  run.model->load_parameters(f.tensors, model_path);
+  io::restore_parameters(*run.model, f.tensors, model_path);
   run.metadata = f.metadata;
   return run;
 }
@@ -152,7 +153,7 @@ NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& sour
   NamedTensors run_state;
   for (const auto& [name, t] : f.tensors)
     if (is_dropout_state(name)) run_state.emplace_back(name, t);
-  optimizer.load_state(f.tensors, source);
+  io::restore_optimizer_state(optimizer, f.tensors, source);
   return run_state;
 }
 

@@ -1,7 +1,10 @@
 #include "train/run/run_optimizer.hpp"
 
 #include <fmt/format.h>
+#include <map>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace headgrad::train {
 namespace {
@@ -29,10 +32,16 @@ public:
       if (name != "step") s.emplace_back(name, t);
     return s;
   }
-  void load_state(const nn::NamedTensors& state, const std::string& source) override {
-    decayed_->load_state(state, source);
-    plain_->load_state(state, source);
-    t_ = decayed_->steps();
+  // Each group's counts are its own parameters' (by name).
+  void set_steps(std::int64_t steps, const std::vector<std::int64_t>& param_steps) override {
+    Optimizer::set_steps(steps, param_steps);
+    std::map<std::string, std::int64_t> by_name;
+    for (std::size_t i = 0; i < params_.size(); ++i) by_name[params_[i].first] = param_steps[i];
+    for (auto* g : {decayed_.get(), plain_.get()}) {
+      std::vector<std::int64_t> own;
+      for (const auto& [name, p] : g->params()) own.push_back(by_name.at(name));
+      g->set_steps(steps, own);
+    }
   }
 
 private:

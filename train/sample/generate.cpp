@@ -52,10 +52,10 @@ void generate_streaming(GPT& model, const std::vector<std::int64_t>& prompt, con
     Tensor logits; // (1, Tn, V): the last position predicts the next token
     if (o.kv_cache) {
       if (cache_start != start) { // a new window: refill the cache with it
-        cache = model.new_cache(1);
+        cache = new_cache(model, 1);
         cache_start = start;
       }
-      logits = model.forward_cached(tokens(cache_start + cache.length, end), cache);
+      logits = forward_cached(model, tokens(cache_start + cache.length, end), cache);
     } else {
       logits = model.forward(tokens(start, end));
     }

@@ -15,9 +15,10 @@
 #include <functional>
 #include <vector>
 
-#include "train/sample/sampling.hpp"
 #include "framework/core/random.hpp"
 #include "models/gpt.hpp"
+#include "train/sample/kv_cache.hpp"
+#include "train/sample/sampling.hpp"
 
 namespace headgrad::models {
 
