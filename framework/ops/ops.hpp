@@ -89,6 +89,9 @@ Tensor sigmoid(const Tensor& x);
 // min(max(x, min), max) with either bound optional (not both absent); max wins when min > max, NaN
 // stays NaN. Gradient 1 inside [min, max], bounds included, else 0.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// torch.nn.functional.hardtanh: clamp to [min_val, max_val] (min_val > max_val is refused), with
+// gradient 1 strictly inside and 0 on the bounds (clamp's is 1 there).
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
 
 // ---- reductions (reduce.cpp) ----------------------------------------------------------------
 // Empty `axes` reduces over every axis.

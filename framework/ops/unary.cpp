@@ -150,6 +150,16 @@ struct Clamp {
   }
   template <typename T> T df(T x, T) const { return static_cast<T>(x >= static_cast<T>(lo) && x <= static_cast<T>(hi)); }
 };
+// y = min(max(x, lo), hi) as clamp, but the derivative is [lo < x < hi]: 0 on the bounds, where
+// clamp's is 1 (PyTorch's hardtanh_backward; the bounds are where the line meets the flat parts,
+// and either one-sided derivative is a valid subgradient there). NaN: y = NaN, dy/dx = 0.
+struct Hardtanh {
+  double lo, hi;
+  template <typename T> T f(T x) const {
+    return x != x ? x : std::min(std::max(x, static_cast<T>(lo)), static_cast<T>(hi));
+  }
+  template <typename T> T df(T x, T) const { return static_cast<T>(x > static_cast<T>(lo) && x < static_cast<T>(hi)); }
+};
 } // namespace
 
 Tensor exp(const Tensor& x) { return unary(x, Exp{}, "exp"); }
@@ -195,6 +205,14 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   if (!min && !max) throw std::invalid_argument(fmt::format("clamp: give min, max or both (input {})", x.shape()));
   constexpr double inf = std::numeric_limits<double>::infinity();
   return unary(x, Clamp{min.value_or(-inf), max.value_or(inf)}, "clamp");
+}
+
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  check_defined(x, "hardtanh", "x");
+  if (!(min_val <= max_val))
+    throw std::invalid_argument(
+        fmt::format("hardtanh: min_val {} is greater than max_val {} (input {})", min_val, max_val, x.shape()));
+  return unary(x, Hardtanh{min_val, max_val}, "hardtanh");
 }
 
 } // namespace headgrad::ops

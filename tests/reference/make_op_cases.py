@@ -1237,6 +1237,16 @@ def fam_self_attention(n):
         yield "self_attention", {"heads": H, "causal": chance(0.3)}, ins
 
 
+@family("unary", 60,
+        hardtanh=lambda x, p: [F.hardtanh(x[0], p["min_val"], p["max_val"])])
+def fam_hardtanh(n):
+    """hardtanh, clamp with gradient 0 on the bounds; integer inputs put values on them."""
+    for _ in range(n):
+        lo, hi = pick([(-1.0, 1.0), (-0.5, 2.0), (0.0, 0.0), (-2.0, -1.0)])
+        kind = "ints" if chance(0.3) else pick(["normal", "wide"])
+        yield "hardtanh", {"min_val": lo, "max_val": hi}, [fin(rand_shape(0, 3), dtypes(), kind, 0.12 if chance(0.3) else 0.0)]
+
+
 # --------------------------------------------------------------------------------------------
 # running a case in torch and storing it
 # --------------------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ const char* const ops_unary_derivatives = R"(
 170 | sigmoid | `y = 1 / (1 + e⁻ˣ)` | `dx += dy ⊙ y (1 − y)` | x, y | `unary.cpp` · `Sigmoid`
 180 | clamp | `y = min(max(x, lo), hi)` (either bound optional; `hi` wins when `lo > hi`; NaN stays NaN)
     | `dx += dy ⊙ [lo ≤ x ≤ hi]` (bounds included, NaN excluded) | x, y | `unary.cpp` · `Clamp`
+185 | hardtanh | `y = min(max(x, lo), hi)`, `lo = −1`, `hi = 1` by default (`lo > hi` refused)
+    | `dx += dy ⊙ [lo < x < hi]` (0 on the bounds, PyTorch's `hardtanh_backward`) | x, y | `unary.cpp` · `Hardtanh`
 190 | gelu (erf, `approximate = none`, the default) | `y = x Φ(x) = ½x(1 + erf(x/√2))`
     | `dx += dy ⊙ (Φ(x) + x φ(x))`, `φ(x) = e^{−x²/2}/√(2π)`
     | dy/dx (the forward computes it with y, in one pass)
@@ -87,6 +89,9 @@ void unary_rows(GradcheckRows& t) {
         [](const Inputs& x) { return ops::clamp(ops::permute(x[0], {2, 0, 1}), 0.05, std::nullopt); });
   t.add("clamp max only", "[5] max -0.25", [] { return Inputs{away_from(randn({5}, 375), {-0.25})}; },
         [](const Inputs& x) { return ops::clamp(x[0], std::nullopt, -0.25); });
+  t.add("hardtanh", "[3, 4] (N(0, 4)) to [-1, 1]",
+        [] { return Inputs{away_from(ops::mul_scalar(randn({3, 4}, 377), 2.0), {-1.0, 1.0})}; },
+        [](const Inputs& x) { return ops::hardtanh(x[0]); });
 }
 
 // Unary math: one row per overload (a row's fn is the declared name; overloads share it).
@@ -105,6 +110,7 @@ std::vector<MisuseRow> ops_unary_misuse_rows() {
     {"abs", {m}, [](const Args& a) { abs(a[0]); }},
     {"sigmoid", {m}, [](const Args& a) { sigmoid(a[0]); }},
     {"clamp", {m}, [](const Args& a) { clamp(a[0], -0.5, 0.5); }},
+    {"hardtanh", {m}, [](const Args& a) { hardtanh(a[0], -0.5, 0.5); }},
   };
 }
 
@@ -124,6 +130,10 @@ std::vector<DifferentialCall> ops_unary_differential_calls() {
       {"clamp",
        [](const Inputs& x, const json& p) {
          return Outputs{clamp(x[0], optional_number(p["min"]), optional_number(p["max"]))};
+       }},
+      {"hardtanh",
+       [](const Inputs& x, const json& p) {
+         return Outputs{hardtanh(x[0], p["min_val"].get<double>(), p["max_val"].get<double>())};
        }},
   };
 }
