@@ -5,6 +5,7 @@
 // query/key/value/out linear layers, as PyTorch tutorials write it. Every tensor carries its
 // shape in a comment.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "framework/nn/layers.hpp"
@@ -102,6 +103,11 @@ public:
 
   std::int64_t num_heads, num_hiddens;
   AttentionPath path = AttentionPath::composed;
+  // The layer computed by a function of yours instead, whatever the path: when set, forward()
+  // returns own(*this, queries, keys, values, valid_lens). The attention exercise sets it to a
+  // custom autograd op whose backward is the learner's, to train the model with it
+  // (docs/exercises/attention_train.hpp).
+  std::function<Tensor(MultiHeadAttention&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)> own;
   AttentionWeights weights;
   std::shared_ptr<DotProductAttention> attention; // d2l's submodule: its dropout is the layer's (its own
                                                   // attention_weights stay unset: see `weights`)
