@@ -221,7 +221,7 @@ Example make_example(const ExplainOptions& o) {
   e.p = o.dropout;
   e.cross_entropy = o.loss == "cross-entropy";
   Generator gen(o.seed);
-  // d2l's signature (key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias); the
+  // d2l's 0.17 signature (key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias); the
   // module's own dropout stays 0: explain applies p with a fixed mask, so that every run (and the
   // gradient check's every evaluation) sees the same one
   e.mha = std::make_unique<models::MultiHeadAttention>(e.k_size, e.q_size, e.v_size, e.h, e.H, 0.0, o.bias, gen, f64);
