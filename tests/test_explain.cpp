@@ -509,7 +509,7 @@ TEST_CASE("explain --input: d2l's example of ones; the file's weights are used, 
 num_heads 2
 queries [2, 1, 4] = 0.5 -1 0 2
   1, 2, 3, 4
-keys [2, 3, 4] = ones
+keys[2, 3, 4]=ones
 values = keys   # the same numbers
 valid_lens [2] = 1 3
 W_q.weight [4, 4] = 1 0 0 0  0 1 0 0  0 0 1 0  0 0 0 1
@@ -566,6 +566,8 @@ TEST_CASE("explain --input: a bad file is refused in one line naming the file an
            {"num_heads 2\nqueries [2, 1, 4] = ones\n 1 2\n",
             ":3: numbers outside a tensor (a tensor is 'name [shape] = values')"},
            {"num_heads 2\nqueries [2, 1, 4] = ones\nqueries [2, 1, 4] = ones\n", ":3: queries is given twice"},
+           {"num_heads 2\nnum_heads 1\n", ":2: num_heads is given twice"},
+           {"num_heads 2\n[2, 1, 4] = ones\n", ":2: expected a name, got '[2, 1, 4] = ones'"},
            {"num_heads 2\nqueries [2, 1, 4] ones\n", ":2: expected 'queries [shape] = values' (values: numbers, ones, "
                                                      "zeros or normal) or 'queries = other'"},
            {"num_heads 2\nvalues = keys\n", ":2: values = keys: keys is not a tensor given above"},

@@ -116,13 +116,17 @@ private:
       return;
     }
     finish_pending();
-    std::istringstream words(line);
-    std::string name;
-    words >> name;
+    // the name: letters, digits, '_' and '.' (W_q.weight), up to a space, '[' or '='
+    std::size_t end = 0;
+    while (end < line.size() && (std::isalnum(static_cast<unsigned char>(line[end])) || line[end] == '_' ||
+                                 line[end] == '.'))
+      ++end;
+    const std::string name = line.substr(0, end);
+    if (name.empty()) throw std::invalid_argument(fmt::format("{}: expected a name, got '{}'", at(n), line));
     if (name == "num_heads" || name == "num_hiddens") {
-      std::string rest;
-      std::getline(words, rest);
-      const auto v = numbers_of(rest, at(n));
+      if (seen_.count(name)) throw std::invalid_argument(fmt::format("{}: {} is given twice", at(n), name));
+      seen_.insert(name);
+      const auto v = numbers_of(line.substr(end), at(n));
       if (v.size() != 1 || v[0] < 1 || v[0] != std::floor(v[0]) || v[0] > 1e6)
         throw std::invalid_argument(fmt::format("{}: {} takes one whole number from 1 to 10^6", at(n), name));
       (name == "num_heads" ? f_.num_heads : f_.num_hiddens) = static_cast<std::int64_t>(v[0]);
