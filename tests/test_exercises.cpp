@@ -324,3 +324,53 @@ TEST_CASE("exercise 9: the check refuses a naive softplus, at +-1000 and the flo
   CHECK(solved.rc == 0);
   CHECK(contains(solved.out, "softplus and its gradient: all 26 inputs PASS"));
 }
+
+// A half-written step still builds: the skeletons are compiled with the project's warnings shown,
+// not as errors (docs/exercises/CMakeLists.txt), while the solutions keep -Werror. The options are
+// the targets' own (tests/CMakeLists.txt); the file is a step left half-way, as a learner leaves it.
+TEST_CASE("exercises: a half-written step builds with its warnings shown; the solutions keep -Werror") {
+  auto options_of = [](const std::string& joined) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at <= joined.size()) {
+      const std::size_t bar = std::min(joined.find('|', at), joined.size());
+      if (bar > at) out.push_back(joined.substr(at, bar - at));
+      at = bar + 1;
+    }
+    return out;
+  };
+  test_support::TempDir dir("test_exercises");
+  const fs::path half = dir / "half_written.cpp";
+  {
+    std::ofstream f(half);
+    f << "// step 1, half-way: the sizes read, nothing computed yet\n"
+         "void step_W_o(const int* dY, int* dC) {\n  int rows = 3;\n}\n"
+         "int main() { step_W_o(nullptr, nullptr); }\n";
+  }
+  auto compile = [&](const std::vector<std::string>& options, const std::string& tag) {
+    std::vector<std::string> argv = {HEADGRAD_CXX};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"-std=c++20", "-fsyntax-only", half.string()});
+    const int rc = test_support::wait_for(test_support::spawn(argv, dir / (tag + ".out"), dir / (tag + ".err"), "",
+                                                          {{"LC_ALL", "C"}}), // quotes as 'rows'
+                                      120);
+    return Program{rc, test_support::read_file(dir / (tag + ".err"))};
+  };
+  const std::vector<std::string> skeleton = options_of(HEADGRAD_SKELETON_OPTIONS);
+  const std::vector<std::string> solution = options_of(HEADGRAD_SOLUTION_OPTIONS);
+  CAPTURE(HEADGRAD_SKELETON_OPTIONS);
+  CAPTURE(HEADGRAD_SOLUTION_OPTIONS);
+  for (const char* w : {"-Wall", "-Wextra"}) { // the warnings are there, in both
+    CHECK(std::find(skeleton.begin(), skeleton.end(), w) != skeleton.end());
+    CHECK(std::find(solution.begin(), solution.end(), w) != solution.end());
+  }
+  const Program as_skeleton = compile(skeleton, "skeleton");
+  INFO("as a skeleton:\n", as_skeleton.out);
+  CHECK(as_skeleton.rc == 0);
+  CHECK(contains(as_skeleton.out, "warning: unused variable 'rows'"));
+  CHECK_FALSE(contains(as_skeleton.out, "unused parameter")); // the skeleton's steps start that way
+  const Program as_solution = compile(solution, "solution");
+  INFO("as a solution:\n", as_solution.out);
+  CHECK(as_solution.rc != 0);
+  CHECK(contains(as_solution.out, "error: unused variable 'rows'"));
+}
