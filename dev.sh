@@ -8,8 +8,8 @@
 #   ./dev.sh train [ARGS]    deps + build + the default training run (extra ARGS go to headgrad train)
 #   ./dev.sh bench [ARGS]    deps + build + the benchmark
 #   ./dev.sh bench text [ARGS]  the causal language model against PyTorch (bench/text_lm.py)
-#   ./dev.sh exercise NAME [--solution]  build one backprop exercise alone (attention-backward,
-#                            layernorm-cross-entropy: docs/exercises/) and run it
+#   ./dev.sh exercise NAME [--solution] [--train]  build one exercise's program alone and run it
+#                            (attention-backward [--train], layernorm-cross-entropy, softplus: docs/exercises/)
 #   ./dev.sh fuzz [SECONDS]  clang + libFuzzer: fuzz the safetensors and checkpoint metadata readers for SECONDS (default 60)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -96,32 +96,40 @@ case "$cmd" in
     exec ./build/headgrad_bench "$@"
     ;;
   exercise)
-    # docs/exercises/NAME.cpp (or, with --solution, docs/exercises/solutions/NAME.cpp) is its own
-    # program on the built libraries: after the first build this compiles one file and links.
-    # The run prints one line per tensor (PASS/FAIL) and exits 0 only when every tensor passes.
+    # An exercise's program (docs/exercises/): the skeleton docs/exercises/NAME.cpp (--solution: its
+    # solution in docs/exercises/solutions/), or softplus, exercise 9's check of the op you add. The
+    # first run builds the libraries it links (minutes on two cores: the build's progress is shown);
+    # after that a run compiles the one file and links (seconds). Warnings in your file are shown
+    # and do not stop the build. The program prints one line per tensor (or input), PASS or FAIL,
+    # and exits 0 only when every one passes; attention-backward --train then trains the model with
+    # your backward (exercise 12).
     name=${1:-}
     shift || true
     case "$name" in
-      attention-backward | layernorm-cross-entropy) ;;
-      *) log "exercise: NAME is attention-backward or layernorm-cross-entropy, got '$name'"; exit 2 ;;
+      attention-backward | layernorm-cross-entropy | softplus) ;;
+      *) log "exercise: NAME is attention-backward, layernorm-cross-entropy or softplus, got '$name'"; exit 2 ;;
     esac
     target=exercise_${name//-/_}
-    if [ "${1:-}" = "--solution" ]; then
-      target=${target}_solution
+    run_args=()
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --solution)
+          if [ "$name" = softplus ]; then log "exercise: softplus has no --solution (docs/exercises/solutions/09-softplus.patch)"; exit 2; fi
+          target=${target%_solution}_solution ;;
+        --train)
+          if [ "$name" != attention-backward ]; then log "exercise: --train is for attention-backward"; exit 2; fi
+          run_args=(--train) ;;
+        *) log "exercise: unexpected argument '$1' (--solution, or --train for attention-backward)"; exit 2 ;;
+      esac
       shift
-    fi
-    if [ $# -gt 0 ]; then log "exercise: unexpected argument '$1' (only --solution)"; exit 2; fi
+    done
     deps
     if [ ! -f build/CMakeCache.txt ]; then cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null; fi
-    # the build's own lines only when it fails (the compiler's messages then name your line)
-    build_log=$(mktemp)
-    if ! cmake --build build -j"$JOBS" --target "$target" >"$build_log" 2>&1; then
-      cat "$build_log" >&2
-      rm -f "$build_log"
-      exit 1
+    if [ ! -f build/libheadgrad.a ]; then
+      log "first run: building the libraries the exercise links (several minutes on two cores); later runs compile your file alone"
     fi
-    rm -f "$build_log"
-    exec "./build/docs/exercises/$target"
+    cmake --build build -j"$JOBS" --target "$target"
+    exec "./build/docs/exercises/$target" "${run_args[@]}"
     ;;
   fuzz)
     # The safetensors reader and the checkpoint metadata reader under libFuzzer + ASan + UBSan (tests/fuzz/). clang is installed here
@@ -159,7 +167,7 @@ case "$cmd" in
       -artifact_prefix=build-fuzz/findings/ -print_final_stats=1 build-fuzz/corpus_metadata
     ;;
   help|-h|--help)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     ;;
   *)
     log "unknown command '$cmd' (try ./dev.sh help)"

@@ -171,6 +171,7 @@ Tensor MultiHeadAttention::forward(const Tensor& queries, const Tensor& keys, co
     throw std::invalid_argument(fmt::format("MultiHeadAttention: expected queries (B, Tq, q), keys (B, Tk, k), values "
                                             "(B, Tk, v); got {}, {}, {}",
                                             queries.shape(), keys.shape(), values.shape()));
+  if (own) return own(*this, queries, keys, values, valid_lens);
   ops::AttentionMask mask;
   mask.valid_lens = valid_lens; // (batch_size) or (batch_size, Tq)
   // After the projections: (batch_size, Tq or Tk, num_hiddens). The composed path is d2l's code, three

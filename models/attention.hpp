@@ -5,6 +5,7 @@
 // query/key/value/out linear layers, as PyTorch tutorials write it. Every tensor carries its
 // shape in a comment.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "framework/nn/layers.hpp"
@@ -82,8 +83,10 @@ Tensor multi_head_attention(const Projected& x, std::int64_t heads, const ops::A
 
 class MultiHeadAttention : public nn::Module {
 public:
-  // d2l's signature. Parameters W_q (num_hiddens, query_size), W_k (num_hiddens, key_size),
-  // W_v (num_hiddens, value_size), W_o (num_hiddens, num_hiddens), with biases iff `bias`.
+  // d2l's signature as its 0.17 edition writes it (d2l 1.0 writes (num_hiddens, num_heads, dropout,
+  // bias) with LazyLinear layers, sized at the first call). Parameters W_q (num_hiddens, query_size),
+  // W_k (num_hiddens, key_size), W_v (num_hiddens, value_size), W_o (num_hiddens, num_hiddens), with
+  // biases iff `bias`.
   MultiHeadAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t value_size,
                      std::int64_t num_hiddens, std::int64_t num_heads, double dropout, bool bias, Generator& gen,
                      DType dtype = DType::f32);
@@ -102,6 +105,11 @@ public:
 
   std::int64_t num_heads, num_hiddens;
   AttentionPath path = AttentionPath::composed;
+  // The layer computed by a function of yours instead, whatever the path: when set, forward()
+  // returns own(*this, queries, keys, values, valid_lens). The attention exercise sets it to a
+  // custom autograd op whose backward is the learner's, to train the model with it
+  // (docs/exercises/attention_train.hpp).
+  std::function<Tensor(MultiHeadAttention&, const Tensor&, const Tensor&, const Tensor&, const Tensor&)> own;
   AttentionWeights weights;
   std::shared_ptr<DotProductAttention> attention; // d2l's submodule: its dropout is the layer's (its own
                                                   // attention_weights stay unset: see `weights`)

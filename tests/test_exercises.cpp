@@ -54,12 +54,21 @@ std::vector<CheckBlock> check_blocks(const std::string& markdown) {
 }
 
 // The programs a solution replaces: docs/exercises/solutions/NN-name.patch is built into
-// headgrad_solved_NN, which stands for build/headgrad; docs/exercises/solutions/NAME.cpp is the
-// program exercise_NAME_solution, which stands for exercise_NAME.
+// headgrad_solved_NN, which stands for build/headgrad, and into exercise_X_solved_NN, which stands
+// for the exercise program exercise_X; docs/exercises/solutions/NAME.cpp is the program
+// exercise_NAME_solution, which stands for exercise_NAME.
 std::vector<std::pair<std::string, fs::path>> solved_programs(const std::string& solution) {
   const fs::path file = fs::path(solution).filename();
-  if (file.extension() == ".patch")
-    return {{"build/headgrad", kPrograms / ("headgrad_solved_" + file.string().substr(0, 2))}};
+  if (file.extension() == ".patch") {
+    const std::string suffix = "_solved_" + file.string().substr(0, 2);
+    std::vector<std::pair<std::string, fs::path>> programs = {{"build/headgrad", kPrograms / ("headgrad" + suffix)}};
+    for (const auto& e : fs::directory_iterator(kPrograms)) {
+      const std::string name = e.path().filename().string();
+      if (test_support::starts_with(name, "exercise_") && name.ends_with(suffix))
+        programs.push_back({"build/docs/exercises/" + name.substr(0, name.size() - suffix.size()), e.path()});
+    }
+    return programs;
+  }
   if (file.extension() == ".cpp")
     return {{"build/docs/exercises/exercise_" + file.stem().string(),
              kPrograms / ("exercise_" + file.stem().string() + "_solution")}};
@@ -124,10 +133,23 @@ struct Program {
   int rc;
   std::string out;
 };
-Program run_program(const fs::path& program) {
+Program run_program(const fs::path& program, const std::vector<std::string>& args = {}, double timeout_s = 120) {
   test_support::TempDir dir("test_exercises");
-  const int rc = test_support::wait_for(test_support::spawn({program.string()}, dir / "out", dir / "err"), 120);
+  std::vector<std::string> argv = {program.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const int rc = test_support::wait_for(test_support::spawn(argv, dir / "out", dir / "err"), timeout_s);
   return {rc, test_support::read_file(dir / "out") + test_support::read_file(dir / "err")};
+}
+
+// The names of the tensors whose report line says FAIL, in order.
+std::vector<std::string> failed_tensors(const std::string& out) {
+  std::vector<std::string> names;
+  for (const std::string& line : lines_of(out))
+    if (test_support::starts_with(line, "  ") && line.ends_with(" FAIL")) {
+      const std::size_t end = line.find(' ', 2);
+      names.push_back(line.substr(2, end - 2));
+    }
+  return names;
 }
 
 } // namespace
@@ -235,4 +257,120 @@ TEST_CASE("backprop exercises: the solution is the skeleton with the TODOs fille
     }
     CHECK(todo_names(test_support::read_file(kSource + "/docs/exercises/solutions/" + name + ".cpp")).empty());
   }
+}
+
+// The wrong answers of tests/exercise_mutants/ (built by docs/exercises/CMakeLists.txt): a check that
+// can be fooled is no check. The shortcut of reading autograd's own gradients off the inputs finds
+// none (the steps get tensors without gradients), a dL left out shows (the check's dL is 1/3), a
+// forgotten transpose fails on its shape (cross-attention: Tq != Tk), and so does every other line
+// that changed - and nothing else.
+TEST_CASE("backprop exercises: wrong answers fail exactly the tensors they get wrong") {
+  struct Case {
+    const char* program;
+    std::vector<std::string> failing;
+    const char* said; // a line of the report that says why
+  };
+  for (const Case& c : {Case{"exercise_attention_backward_wrong", {"dW_o", "dP", "dKh", "dW_q", "dX"},
+                             "this step threw: matmul: inner dimensions differ"},
+                        Case{"exercise_layernorm_cross_entropy_wrong", {"dlogits", "dW", "db", "dgamma", "dbeta", "dx"},
+                             "dW       [4, 5]         not computed"}}) {
+    CAPTURE(c.program);
+    const Program p = run_program(kPrograms / c.program);
+    INFO(p.out);
+    CHECK(p.rc == 1);
+    CHECK(failed_tensors(p.out) == c.failing);
+    CHECK(contains(p.out, c.said));
+  }
+}
+
+// --train: the learner's backward trains the sort model (docs/exercises/attention_train.hpp). Not
+// before every tensor passes; and a backward that is right in float64 but wrong in float32 (where
+// the check cannot see it) fails on the first steps' losses beside autograd's.
+TEST_CASE("attention exercise --train: refused until every tensor passes; a float32-only mistake fails the losses") {
+  const Program skeleton = run_program(kPrograms / "exercise_attention_backward", {"--train"});
+  INFO(skeleton.out);
+  CHECK(skeleton.rc == 1);
+  CHECK(contains(skeleton.out, "--train: every tensor must PASS first"));
+  CHECK_FALSE(contains(skeleton.out, "training the sort model"));
+
+  const Program wrong = run_program(kPrograms / "exercise_attention_backward_wrong_in_float32", {"--train"});
+  INFO(wrong.out);
+  CHECK(wrong.rc == 1);
+  CHECK(contains(wrong.out, "all 18 tensors PASS"));
+  CHECK(contains(wrong.out, "FAIL: the losses differ by more than float32 rounding"));
+  CHECK_FALSE(contains(wrong.out, "held-out sequence accuracy"));
+
+  const Program usage = run_program(kPrograms / "exercise_attention_backward_solution", {"--trian"});
+  CHECK(usage.rc == 2);
+  CHECK(contains(usage.out, "[--train]"));
+}
+
+// Exercise 9's check tests the op at the inputs where a naive one breaks (docs/exercises/softplus.cpp):
+// log(1 + e^x) as written (tests/exercise_mutants/09-softplus-naive.patch) passes the gradient
+// check's random inputs, not this.
+TEST_CASE("exercise 9: the check refuses a naive softplus, at +-1000 and the float32 and float64 edges") {
+  const Program naive = run_program(kPrograms / "exercise_softplus_naive");
+  INFO(naive.out);
+  CHECK(naive.rc == 1);
+  for (const char* line : {"float32  x = 1000            softplus inf", "float32  x = 89              softplus inf",
+                           "float64  x = 1000            softplus inf", "float64  x = -100            softplus 0 "})
+    CHECK(contains(naive.out, line));
+  CHECK(contains(naive.out, "softplus and its gradient: 11 of 26 inputs FAIL"));
+  const Program unsolved = run_program(kPrograms / "exercise_softplus");
+  CHECK(unsolved.rc == 1);
+  CHECK(contains(unsolved.out, "ops::softplus is not declared yet"));
+  const Program solved = run_program(kPrograms / "exercise_softplus_solved_09");
+  INFO(solved.out);
+  CHECK(solved.rc == 0);
+  CHECK(contains(solved.out, "softplus and its gradient: all 26 inputs PASS"));
+}
+
+// A half-written step still builds: the skeletons are compiled with the project's warnings shown,
+// not as errors (docs/exercises/CMakeLists.txt), while the solutions keep -Werror. The options are
+// the targets' own (tests/CMakeLists.txt); the file is a step left half-way, as a learner leaves it.
+TEST_CASE("exercises: a half-written step builds with its warnings shown; the solutions keep -Werror") {
+  auto options_of = [](const std::string& joined) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at <= joined.size()) {
+      const std::size_t bar = std::min(joined.find('|', at), joined.size());
+      if (bar > at) out.push_back(joined.substr(at, bar - at));
+      at = bar + 1;
+    }
+    return out;
+  };
+  test_support::TempDir dir("test_exercises");
+  const fs::path half = dir / "half_written.cpp";
+  {
+    std::ofstream f(half);
+    f << "// step 1, half-way: the sizes read, nothing computed yet\n"
+         "void step_W_o(const int* dY, int* dC) {\n  int rows = 3;\n}\n"
+         "int main() { step_W_o(nullptr, nullptr); }\n";
+  }
+  auto compile = [&](const std::vector<std::string>& options, const std::string& tag) {
+    std::vector<std::string> argv = {HEADGRAD_CXX};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"-std=c++20", "-fsyntax-only", half.string()});
+    const int rc = test_support::wait_for(test_support::spawn(argv, dir / (tag + ".out"), dir / (tag + ".err"), "",
+                                                          {{"LC_ALL", "C"}}), // quotes as 'rows'
+                                      120);
+    return Program{rc, test_support::read_file(dir / (tag + ".err"))};
+  };
+  const std::vector<std::string> skeleton = options_of(HEADGRAD_SKELETON_OPTIONS);
+  const std::vector<std::string> solution = options_of(HEADGRAD_SOLUTION_OPTIONS);
+  CAPTURE(HEADGRAD_SKELETON_OPTIONS);
+  CAPTURE(HEADGRAD_SOLUTION_OPTIONS);
+  for (const char* w : {"-Wall", "-Wextra"}) { // the warnings are there, in both
+    CHECK(std::find(skeleton.begin(), skeleton.end(), w) != skeleton.end());
+    CHECK(std::find(solution.begin(), solution.end(), w) != solution.end());
+  }
+  const Program as_skeleton = compile(skeleton, "skeleton");
+  INFO("as a skeleton:\n", as_skeleton.out);
+  CHECK(as_skeleton.rc == 0);
+  CHECK(contains(as_skeleton.out, "warning: unused variable 'rows'"));
+  CHECK_FALSE(contains(as_skeleton.out, "unused parameter")); // the skeleton's steps start that way
+  const Program as_solution = compile(solution, "solution");
+  INFO("as a solution:\n", as_solution.out);
+  CHECK(as_solution.rc != 0);
+  CHECK(contains(as_solution.out, "error: unused variable 'rows'"));
 }

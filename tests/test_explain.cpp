@@ -10,6 +10,7 @@
 #include "framework/io/safetensors.hpp"
 #include "train/explain/explain.hpp"
 #include "train/explain/explain_svg.hpp"
+#include "train/explain/stages.hpp"
 #include "train/explain/tensor_printer.hpp"
 #include "train/pictures/heatmap_svg.hpp"
 #include "tests/svg_check.hpp"
@@ -454,4 +455,171 @@ TEST_CASE("explain --svg: numbers in panels up to 8 x 8, masked entries hatched,
   big.signed_values = true;
   big.rows.push_back({"r", {{"big", test_support::randn({9, 3}, 1)}, {"small", test_support::randn({2, 2}, 2)}}});
   CHECK(test_support::count_of(train::render_heatmaps_svg(big), "font-size=\"8\" text-anchor=\"middle\"") == 4);
+}
+
+// ---- your own example (--input FILE), --summary, --layer-norm ------------------------------------
+
+namespace {
+
+// `text` written to a file of the temporary directory; returns its path.
+std::string write_input(const test_support::TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = (dir.path / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("explain --input: the fixture's tensors written as text give the fixture's results") {
+  // The same numbers through the text file as through the safetensors file: every output and
+  // gradient equal (each float32 value written with 17 significant digits reads back exactly).
+  const std::string fixture = std::string(HEADGRAD_SOURCE_DIR) + "/tests/reference/fixtures/mha_d2l.safetensors";
+  const io::SafetensorsFile f = io::load_safetensors(fixture);
+  // (num_hiddens comes from the weights' shapes)
+  std::string text = "# tests/reference/fixtures/mha_d2l.safetensors as text\nnum_heads " +
+                     f.metadata.at("num_heads") + "\n";
+  for (const char* name : {"queries", "keys", "values", "valid_lens", "W_q.weight", "W_k.weight", "W_v.weight",
+                           "W_o.weight", "grad_output"}) {
+    const Tensor& t = f.at(name);
+    text += fmt::format("{} {} =", name, t.shape());
+    int n = 0;
+    for (double v : t.to_vector()) text += fmt::format("{}{:.17g}", n++ % 8 == 0 ? "\n  " : " ", v);
+    text += "\n";
+  }
+  test_support::TempDir dir("test_explain");
+  explain::ExplainOptions from_file;
+  from_file.input = write_input(dir, "mha_d2l.txt", text);
+  explain::ExplainOptions from_fixture;
+  from_fixture.fixture = fixture;
+  const explain::ExplainResult a = explained(from_file), b = explained(from_fixture);
+  CHECK(a.text.find("values from " + from_file.input) != std::string::npos);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    CAPTURE(a.tensors[i].first);
+    CHECK(a.tensors[i].first == b.tensors[i].first);
+    CHECK(explain::max_abs_diff(a.tensors[i].second, b.tensors[i].second) == 0.0);
+  }
+}
+
+TEST_CASE("explain --input: d2l's example of ones; the file's weights are used, the rest drawn from --seed") {
+  test_support::TempDir dir("test_explain");
+  // d2l's test of MultiHeadAttention in small: keys and values one tensor of ones. Every key is the
+  // same, so every score of a query is the same and no gradient reaches Q or K: dS is exactly 0.
+  const std::string ones = write_input(dir, "ones.txt", R"(# queries by hand, keys of ones
+num_heads 2
+queries [2, 1, 4] = 0.5 -1 0 2
+  1, 2, 3, 4
+keys[2, 3, 4]=ones
+values = keys   # the same numbers
+valid_lens [2] = 1 3
+W_q.weight [4, 4] = 1 0 0 0  0 1 0 0  0 0 1 0  0 0 0 1
+)");
+  explain::ExplainOptions o;
+  o.input = ones;
+  o.summary = true;
+  const explain::ExplainResult r = explained(o);
+  CHECK(r.stages_match_full_graph);
+  for (const char* line :
+       {"valid_lens = [1, 3]", "dS = P * (dP - rowsum(dP * P)) [4, 1, 3]: all 0",
+        "dQ = transpose_output(dQh) (transpose_qkv backward) [2, 1, 4]: all 0",
+        "d W_v.weight = dV^T values [4, 4]: not 0", "queries [2, 1, 4]: not 0 (largest |entry| 4.0000)"}) {
+    CAPTURE(line);
+    CHECK(r.text.find(line) != std::string::npos);
+  }
+  CHECK(r.text.find("\n      ") == std::string::npos); // --summary: no rows of values
+  // W_q is the identity: Q = queries
+  o.summary = false;
+  const std::string full = explained(o).text;
+  CHECK(full.find("Q = W_q(queries) [2, 1, 4]  (B, Tq, num_hiddens)\n  [0]\n      0.5000  -1.0000   0.0000   2.0000\n"
+                  "  [1]\n      1.0000   2.0000   3.0000   4.0000\n") != std::string::npos);
+  // `normal` is drawn from --seed: the same seed, the same numbers; another seed, others
+  const std::string drawn = write_input(dir, "normal.txt", "num_heads 1\nqueries [1, 2, 2] = normal\nkeys [1, 2, 2] = "
+                                                           "normal\nvalues = queries\n");
+  explain::ExplainOptions n;
+  n.input = drawn;
+  const std::string seed0 = explained(n).text, again = explained(n).text;
+  n.seed = 1;
+  CHECK(seed0 == again);
+  CHECK(explained(n).text != seed0);
+}
+
+TEST_CASE("explain --input: a bad file is refused in one line naming the file and the line") {
+  test_support::TempDir dir("test_explain");
+  const std::string good = "num_heads 2\nqueries [2, 1, 4] = ones\nkeys [2, 3, 4] = ones\nvalues = keys\n";
+  struct Bad {
+    std::string text, message; // message after "PATH"
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"num_heads 2\nqueries [2, 1, 4] = 1 2 3\n", ":2: queries: 3 values for shape [2, 1, 4] (8)"},
+           {good + "valid_lens [2] = 1 x\n", ":5: 'x' is not a finite number"},
+           {good + "valid_lens [2] = 1 2.5\n", ":5: valid_lens must be whole numbers >= 0, got 2.5"},
+           {good + "valid_lens [2] = 1 4\n", ": a valid length (4) above the number of keys (3)"},
+           {good + "valid_lens [1, 3] = 1 2 3\n",
+            ": valid_lens must be (batch) = [2] or (batch, queries) = [2, 1], got [1, 3]"},
+           {"num_heads 3\nqueries [2, 1, 4] = ones\nkeys [2, 3, 4] = ones\nvalues = keys\n",
+            ": num_hiddens (4) must be divisible by num_heads (3)"},
+           {"num_heads 2\nquery [2, 1, 4] = ones\n",
+            ":2: unknown name 'query' (tensors: queries, keys, values, valid_lens, W_q.weight, W_k.weight, W_v.weight, "
+            "W_o.weight, grad_output; settings: num_heads, num_hiddens)"},
+           {"num_heads 2\nqueries [2, 1, 4] = ones\nkeys [2, 3, 4] = ones\n", ": values is missing"},
+           {"queries [2, 1, 4] = ones\nkeys [2, 3, 4] = ones\nvalues = keys\n", ": num_heads is missing"},
+           {"num_heads 2\nqueries [2, 1, 4] = ones\n 1 2\n",
+            ":3: numbers outside a tensor (a tensor is 'name [shape] = values')"},
+           {"num_heads 2\nqueries [2, 1, 4] = ones\nqueries [2, 1, 4] = ones\n", ":3: queries is given twice"},
+           {"num_heads 2\nnum_heads 1\n", ":2: num_heads is given twice"},
+           {"num_heads 2\n[2, 1, 4] = ones\n", ":2: expected a name, got '[2, 1, 4] = ones'"},
+           {"num_heads 2\nqueries [2, 1, 4] ones\n", ":2: expected 'queries [shape] = values' (values: numbers, ones, "
+                                                     "zeros or normal) or 'queries = other'"},
+           {"num_heads 2\nvalues = keys\n", ":2: values = keys: keys is not a tensor given above"},
+           {"num_heads 2\nqueries [2000, 1000, 4] = ones\n", ":2: a tensor of at most 10^6 values, got 8000000"},
+           {good + "W_o.weight [4, 3] = zeros\n", ": W_o.weight must be [4, 4] here, got [4, 3]"},
+       }) {
+    CAPTURE(b.text);
+    explain::ExplainOptions o;
+    o.input = write_input(dir, "bad.txt", b.text);
+    CHECK_THROWS_WITH_AS(explain::run(o), (o.input + b.message).c_str(), std::invalid_argument);
+  }
+  // the command: exit 2 and one line, for a bad file and for flags the file replaces
+  const std::string bad = write_input(dir, "bad.txt", "num_heads 2\nqueries [2, 1, 4] = 1 2 3\n");
+  CHECK(test_support::refusal_line(test_support::run_cli({"explain", "--input", bad}, dir.path)) ==
+        "headgrad explain: " + bad + ":2: queries: 3 values for shape [2, 1, 4] (8)");
+  const std::string fine = write_input(dir, "fine.txt", good);
+  CHECK(test_support::refusal_line(test_support::run_cli({"explain", "--input", fine, "--heads", "2"}, dir.path)) ==
+        "headgrad explain: --heads: --input FILE gives the sizes and valid_lens (leave it out)");
+  CHECK(test_support::refusal_line(test_support::run_cli({"explain", "--input", fine, "--causal"}, dir.path)) ==
+        "headgrad explain: --causal: --input FILE gives the inputs and valid_lens (leave it out, or write the "
+        "per-query lengths into the file)");
+}
+
+TEST_CASE("explain: every row of dS sums to 0, and the line says so") {
+  const std::string t = explained({}).text;
+  CHECK(t.find("row sums of dS: all 0 up to rounding (largest |row sum| ") != std::string::npos);
+  // the line can say otherwise: a gradient whose rows do not sum to 0
+  explain::TensorPrinter p(4);
+  explain::print_row_sums("g", Tensor::from({1, -1, 0.5, 0}, {2, 2}, DType::f64), p);
+  CHECK(p.take() == "row sums of g: NOT all 0 (largest |row sum| 5.0e-01)\n");
+}
+
+TEST_CASE("explain --layer-norm: every step of two rows; the closed form equals autograd's and the fused op's") {
+  explain::ExplainOptions o;
+  o.layer_norm = true;
+  o.precision = 6;
+  const explain::ExplainResult r = explained(o);
+  CHECK(r.stages_match_full_graph);
+  for (const char* piece : {"mu = mean(x) [2, 1]", "var = mean(xc * xc) [2, 1]", "rstd = 1 / sqrt(var + eps) [2, 1]",
+                            "g = dy * gamma [2, 4]", "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) [2, 4]",
+                            // row 0, x = [1, 3, 5, 7], dy = [1, 0, 0, 0]: (1/sqrt(5)) [0.3, -0.4, -0.1, 0.2]
+                            "      0.134164  -0.178885  -0.044721   0.089442",
+                            "row sums of dx: all 0 up to rounding",
+                            "vs autograd through mu, xc, var, rstd, xhat: max abs diff",
+                            "gradcheck of ops::layer_norm (float64, eps 1e-6, atol 1e-5, rtol 1e-3): PASS"}) {
+    CAPTURE(piece);
+    CHECK(r.text.find(piece) != std::string::npos);
+  }
+  CHECK(r.text.find("(DIFFERENT)") == std::string::npos);
+  test_support::TempDir dir("test_explain");
+  CHECK(test_support::refusal_line(test_support::run_cli({"explain", "--layer-norm", "--heads", "2"}, dir.path)) ==
+        "headgrad explain: --heads: --layer-norm runs its own fixed example (leave it out)");
+  CHECK(test_support::refusal_line(test_support::run_cli({"explain", "--layer-norm", "--svg", "x.svg"}, dir.path)) ==
+        "headgrad explain: --svg: not with --layer-norm (it applies to the attention example)");
 }

@@ -45,7 +45,16 @@ int explain_command(int argc, char** argv) {
                         {"fixture", Kind::text, "",
                          "use inputs/weights from a PyTorch fixture (tests/reference); gradients are printed "
                          "beside PyTorch's",
-                         "FILE"}});
+                         "FILE"},
+                        {"input", Kind::text, "",
+                         "your own example from a text file: queries, keys, values, valid_lens, num_heads (and "
+                         "optionally the weights and grad_output); the format: docs/backprop-through-attention.md",
+                         "FILE"},
+                        {"summary", Kind::flag, "false",
+                         "one line per tensor (shape, all 0 or its largest |entry|) instead of its values"},
+                        {"layer-norm", Kind::flag, "false",
+                         "instead of attention, layer norm of two rows step by step: forward through mu, var, rstd, "
+                         "xhat; backward in closed form, checked against autograd"}});
   args.parse(argc, argv, 2);
   if (args.print_help("explain [flags]",
                       "Runs d2l's multi-head attention on a tiny example and prints, step by step, every named tensor\n"
@@ -53,7 +62,8 @@ int explain_command(int argc, char** argv) {
                       "per-head outputs O, transpose_output's C, the output Y), then every gradient in reverse (dY, dC,\n"
                       "dO, dP, dS, ...), then the float64 gradient check. The names are those of\n"
                       "docs/backprop-through-attention.md. With --fixture, each gradient is printed beside PyTorch's\n"
-                      "and the difference; --svg draws every stage with its gradients, --graph the autograd graph."))
+                      "and the difference; --input runs your own example from a small text file; --svg draws every\n"
+                      "stage with its gradients, --graph the autograd graph. --layer-norm explains layer norm instead."))
     return 0;
   explain::ExplainOptions o;
   o.batch = args.integer("batch");
@@ -77,6 +87,20 @@ int explain_command(int argc, char** argv) {
   o.svg = args.text("svg");
   o.graph = args.text("graph");
   o.fixture = args.text("fixture");
+  o.input = args.text("input");
+  o.summary = args.flag("summary");
+  o.layer_norm = args.flag("layer-norm");
+  // the sizes and lengths come from the file, or are the layer-norm example's
+  for (const char* flag : {"batch", "queries", "keys", "hidden", "heads", "valid-len"})
+    if ((!o.input.empty() || o.layer_norm) && args.given(flag))
+      throw CliError(fmt::format("--{}: {} (leave it out)", flag,
+                                 o.layer_norm ? "--layer-norm runs its own fixed example"
+                                              : "--input FILE gives the sizes and valid_lens"));
+  if (o.layer_norm)
+    for (const char* flag : {"bias", "self-attention", "causal", "fused", "fixture", "input", "svg", "graph", "loss",
+                             "dropout", "shared-scale"})
+      if (args.given(flag))
+        throw CliError(fmt::format("--{}: not with --layer-norm (it applies to the attention example)", flag));
   explain::ExplainResult r;
   try {
     r = explain::run(o);

@@ -1,6 +1,7 @@
 #include "train/explain/example.hpp"
 
 #include <fmt/format.h>
+#include <optional>
 #include <stdexcept>
 
 #include "framework/io/restore.hpp"
@@ -8,20 +9,34 @@
 #include "framework/ops/nn_ops.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/core/random.hpp"
+#include "train/explain/input_file.hpp"
 
 namespace headgrad::cli::explain {
 namespace {
 
 constexpr DType f64 = DType::f64;
 
-// The sizes: from the options, or from the fixture's tensors and its num_heads metadata.
-Example sizes_of(const ExplainOptions& o, const io::SafetensorsFile* fx) {
+// The sizes: from the options, from the fixture's tensors and its num_heads metadata, or from your
+// input file's tensors and settings.
+Example sizes_of(const ExplainOptions& o, const io::SafetensorsFile* fx, const InputFile* in) {
   Example e;
   e.B = o.batch;
   e.Tq = o.self_attention ? o.keys : o.queries; // self-attention: one sequence of --keys positions
   e.Tk = o.keys;
   e.q_size = e.k_size = e.v_size = e.h = o.hidden;
   e.H = o.heads;
+  if (in) {
+    const Dims qs = in->tensors.at("queries").shape(), ks = in->tensors.at("keys").shape(),
+               vs = in->tensors.at("values").shape();
+    e.B = qs[0];
+    e.Tq = qs[1];
+    e.q_size = qs[2];
+    e.Tk = ks[1];
+    e.k_size = ks[2];
+    e.v_size = vs[2];
+    e.h = in->num_hiddens;
+    e.H = in->num_heads;
+  }
   if (fx) {
     const Dims qs = fx->at("queries").shape(), ks = fx->at("keys").shape(), vs = fx->at("values").shape();
     if (qs.size() != 3 || ks.size() != 3 || vs.size() != 3)
@@ -66,7 +81,14 @@ void check_options(const Example& e, const ExplainOptions& o) {
                                                       "own valid_lens and R (leave {} out with --fixture)",
                                                       flag, flag));
   }
-  if (o.fixture.empty() && (o.valid_len < 0 || o.valid_len > e.Tk))
+  if (!o.input.empty()) {
+    if (!o.fixture.empty()) throw std::invalid_argument("--input and --fixture: give one of them");
+    if (o.self_attention || o.causal)
+      throw std::invalid_argument(fmt::format("{}: --input FILE gives the inputs and valid_lens (leave it out, or "
+                                              "write the per-query lengths into the file)",
+                                              o.self_attention ? "--self-attention" : "--causal"));
+  }
+  if (o.fixture.empty() && o.input.empty() && (o.valid_len < 0 || o.valid_len > e.Tk))
     throw std::invalid_argument(fmt::format("--valid-len must be in [0, --keys = {}], got {}", e.Tk, o.valid_len));
 }
 
@@ -105,6 +127,41 @@ void fill_random(Example& e, const ExplainOptions& o, Generator& gen) {
     for (std::int64_t i = 0; i < e.drop_mask.numel(); ++i) m[i] = gen.uniform() < e.p ? 0.0 : 1.0;
   }
   e.source = fmt::format("random values, seed {}", o.seed);
+}
+
+// Your file's tensors; what it leaves out is random from the generator that drew the weights: the
+// `normal` tensors in the file's order, then R, then (cross-entropy) the targets, then (dropout) the
+// mask. Without valid_lens every key is kept.
+void fill_from_input(Example& e, const ExplainOptions& o, InputFile in, Generator& gen) {
+  for (const std::string& name : in.normal) {
+    Tensor& t = in.tensors.at(name);
+    t = Tensor::normal(t.shape(), 0, 1, gen, f64);
+  }
+  for (const auto& [name, other] : in.aliases) in.tensors.at(name) = in.tensors.at(other).clone();
+  NamedTensors weights;
+  for (const auto& [name, p] : e.mha->named_parameters())
+    weights.emplace_back(name, in.has(name) ? in.tensors.at(name) : p.detach().clone());
+  e.mha->load_parameters(weights, o.input);
+  e.queries = in.tensors.at("queries");
+  e.keys = in.tensors.at("keys");
+  e.values = in.tensors.at("values");
+  e.valid_lens = in.has("valid_lens")
+                     ? in.tensors.at("valid_lens")
+                     : Tensor::from_ints(std::vector<std::int64_t>(static_cast<std::size_t>(e.B), e.Tk), {e.B});
+  e.R = in.has("grad_output") ? in.tensors.at("grad_output") : Tensor::normal({e.B, e.Tq, e.h}, 0, 1, gen, f64);
+  if (e.cross_entropy) { // a position counts when it is within its row's valid length (every one with 2-D lengths)
+    std::vector<std::int64_t> t;
+    for (std::int64_t i = 0; i < e.B * e.Tq; ++i) t.push_back(static_cast<std::int64_t>(gen.below(e.h)));
+    e.targets = Tensor::from_ints(t, {e.B, e.Tq});
+    const std::vector<std::int64_t> all(static_cast<std::size_t>(e.B), e.Tq);
+    e.loss_mask = ops::sequence_mask(e.valid_lens.dim() == 1 ? e.valid_lens : Tensor::from_ints(all, {e.B}), e.Tq);
+  }
+  if (e.p > 0) {
+    e.drop_mask = Tensor::zeros({e.B * e.H, e.Tq, e.Tk}, f64);
+    double* m = e.drop_mask.data<double>();
+    for (std::int64_t i = 0; i < e.drop_mask.numel(); ++i) m[i] = gen.uniform() < e.p ? 0.0 : 1.0;
+  }
+  e.source = fmt::format("values from {} (the rest random, seed {})", o.input, o.seed);
 }
 
 void fill_from_fixture(Example& e, const ExplainOptions& o, const io::SafetensorsFile& fx) {
@@ -155,7 +212,9 @@ Example make_example(const ExplainOptions& o) {
     throw std::invalid_argument(fmt::format("--precision must be in [0, 12], got {}", o.precision));
   io::SafetensorsFile fx;
   if (!o.fixture.empty()) fx = io::load_safetensors(o.fixture);
-  Example e = sizes_of(o, o.fixture.empty() ? nullptr : &fx);
+  std::optional<InputFile> in;
+  if (!o.input.empty()) in = read_input_file(o.input);
+  Example e = sizes_of(o, o.fixture.empty() ? nullptr : &fx, in ? &*in : nullptr);
   check_options(e, o);
   e.d = e.h / e.H;
   e.self_attention = o.self_attention;
@@ -163,11 +222,12 @@ Example make_example(const ExplainOptions& o) {
   e.p = o.dropout;
   e.cross_entropy = o.loss == "cross-entropy";
   Generator gen(o.seed);
-  // d2l's signature (key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias); the
+  // d2l's 0.17 signature (key_size, query_size, value_size, num_hiddens, num_heads, dropout, bias); the
   // module's own dropout stays 0: explain applies p with a fixed mask, so that every run (and the
   // gradient check's every evaluation) sees the same one
   e.mha = std::make_unique<models::MultiHeadAttention>(e.k_size, e.q_size, e.v_size, e.h, e.H, 0.0, o.bias, gen, f64);
-  if (o.fixture.empty()) fill_random(e, o, gen);
+  if (in) fill_from_input(e, o, std::move(*in), gen);
+  else if (o.fixture.empty()) fill_random(e, o, gen);
   else fill_from_fixture(e, o, fx);
   e.keep = keep_of(e);
   for (auto& [name, t] : e.inputs()) t.set_requires_grad();

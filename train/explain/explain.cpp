@@ -10,6 +10,7 @@
 #include "train/explain/example.hpp"
 #include "train/explain/explain_svg.hpp"
 #include "train/explain/fused_view.hpp"
+#include "train/explain/layer_norm.hpp"
 #include "train/explain/named_forward.hpp"
 #include "train/explain/stages.hpp"
 #include "train/explain/tensor_printer.hpp"
@@ -105,8 +106,13 @@ std::string draw_graph(const Example& e, const std::string& path) {
 } // namespace
 
 ExplainResult run(const ExplainOptions& o) {
+  if (o.layer_norm) {
+    if (o.precision < 0 || o.precision > 12) // (make_example checks it for attention)
+      throw std::invalid_argument(fmt::format("--precision must be in [0, 12], got {}", o.precision));
+    return run_layer_norm(o);
+  }
   const Example e = make_example(o);
-  TensorPrinter p(o.precision);
+  TensorPrinter p(o.precision, o.summary);
   print_header(e, p);
   Stages s = forward_stages(e, p);
   backward_stages(e, s, p);

@@ -29,6 +29,14 @@ struct ExplainOptions {
   // like tests/reference/fixtures/mha_d2l.safetensors (PyTorch's numbers) instead of random ones;
   // sizes come from the tensors, num_heads from its metadata.
   std::string fixture;
+  // Take queries, keys, values, valid_lens, num_heads (and any weights and upstream gradient it
+  // gives) from a small text file of your own (train/explain/input_file.hpp); the rest is random
+  // from --seed.
+  std::string input;
+  // Instead of attention: layer norm of one row, derived step by step (train/explain/layer_norm.hpp).
+  bool layer_norm = false;
+  // One line per tensor (its shape, and whether it is all 0 or its largest |entry|) instead of its values.
+  bool summary = false;
 };
 
 struct ExplainResult {

@@ -147,6 +147,18 @@ void print_self_attention_dx(const Example& e, const Stages& s, TensorPrinter& p
 
 } // namespace
 
+void print_row_sums(const std::string& name, const Tensor& g, TensorPrinter& p) {
+  Tensor sums;
+  {
+    NoGradGuard no_grad;
+    sums = ops::sum(g, {g.dim() - 1});
+  }
+  double largest = 0;
+  for (double v : sums.to_vector()) largest = std::isnan(v) ? v : std::max(largest, std::abs(v));
+  p.line(fmt::format("row sums of {}: {} (largest |row sum| {:.1e})", name,
+                     largest <= 1e-12 ? "all 0 up to rounding" : "NOT all 0", largest));
+}
+
 Stages forward_stages(const Example& e, TensorPrinter& p) {
   p.heading("forward");
   print_inputs(e, p);
@@ -191,6 +203,7 @@ void backward_stages(const Example& e, Stages& s, TensorPrinter& p) {
   }
   s.weights.backward(s.weights_in.grad());
   grad("dS = P * (dP - rowsum(dP * P))", s.scores_in.grad(), "masked entries: P = 0, so 0", "grad.scores");
+  print_row_sums("dS", s.scores_in.grad(), p);
   s.scores.backward(s.scores_in.grad());
   grad("dQh = s dS Kh", s.Qh_in.grad(), "(B*H, Tq, d)", "grad.Q_heads");
   grad("dKh = s dS^T Qh", s.Kh_in.grad(), "(B*H, Tk, d)", "grad.K_heads");

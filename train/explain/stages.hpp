@@ -29,5 +29,8 @@ Stages forward_stages(const Example& e, TensorPrinter& p);
 // The backward pass in reverse, from L, each stage's backward fed the gradient printed before
 // it; leaves the gradients in the stage inputs, the weights and the example's inputs.
 void backward_stages(const Example& e, Stages& s, TensorPrinter& p);
+// One line: whether every row of the gradient g (summed over its last axis) is 0 up to rounding
+// (1e-12), and the largest |row sum|: "row sums of dS: all 0 up to rounding (largest |row sum| 2.8e-17)".
+void print_row_sums(const std::string& name, const Tensor& g, TensorPrinter& p);
 
 } // namespace headgrad::cli::explain

@@ -33,9 +33,20 @@ Blocks blocks_of(const Tensor& t) {
 
 } // namespace
 
+void TensorPrinter::summary_line(const std::string& name, const Tensor& t) {
+  double largest = 0;
+  bool zero = true; // every entry exactly 0 (a NaN is not)
+  for (double v : t.to_vector()) {
+    largest = std::max(largest, std::abs(v));
+    zero = zero && v == 0;
+  }
+  out_ += zero ? fmt::format("{} {}: all 0\n", name, t.shape())
+               : fmt::format("{} {}: not 0 (largest |entry| {})\n", name, t.shape(), format_value(largest, precision_));
+}
+
 void TensorPrinter::gradient(const std::string& name, const Tensor& t, const std::string& note, const Tensor& pytorch,
                              const std::string& pytorch_name) {
-  if (!pytorch.defined() || !(pytorch.shape() == t.shape()) || t.dim() == 0) {
+  if (summary_ || !pytorch.defined() || !(pytorch.shape() == t.shape()) || t.dim() == 0) {
     tensor(name, t, note);
     return;
   }
@@ -62,6 +73,10 @@ void TensorPrinter::gradient(const std::string& name, const Tensor& t, const std
 }
 
 void TensorPrinter::tensor(const std::string& name, const Tensor& t, const std::string& note) {
+  if (summary_) {
+    summary_line(name, t);
+    return;
+  }
   out_ += fmt::format("{} {}{}\n", name, t.shape(), note.empty() ? "" : "  " + note);
   const auto v = t.to_vector();
   if (t.dim() == 0) {

@@ -17,7 +17,9 @@ double max_abs_diff(const Tensor& a, const Tensor& b);
 
 class TensorPrinter {
 public:
-  explicit TensorPrinter(int precision) : precision_(precision) {}
+  // summary: every tensor as one line, its name and shape and "all 0" or "not 0 (largest |entry| v)",
+  // instead of its values (to see at a glance which tensors vanish).
+  explicit TensorPrinter(int precision, bool summary = false) : precision_(precision), summary_(summary) {}
   int precision() const { return precision_; }
   void line(const std::string& s = "") { out_ += s + "\n"; }
   void heading(const std::string& s) { out_ += "\n== " + s + " ==\n"; }
@@ -29,7 +31,10 @@ public:
   std::string take() { return std::move(out_); }
 
 private:
+  void summary_line(const std::string& name, const Tensor& t);
+
   int precision_;
+  bool summary_;
   std::string out_;
 };
 

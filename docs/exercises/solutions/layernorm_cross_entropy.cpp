@@ -18,9 +18,10 @@
 //   y = xhat ⊙ gamma + beta; logits = y Wᵀ + b; L = -sum(mask ⊙ log softmax(logits)[target]) / N
 //
 // Your part: the three step functions under "your backward"; each TODO(name) is one tensor. Each
-// step receives the forward's tensors and autograd's gradient of what its forward produced, so
-// each is checked on its own. Run the program after each step: one line per tensor, max |yours -
-// autograd's| and PASS (within 1e-10) or FAIL; the exit code is 0 only when every tensor passes.
+// step receives the forward's tensors (they carry no gradient: compute, do not look up) and
+// autograd's gradient of what its forward produced, so each is checked on its own. Run the program
+// after each step: one line per tensor, max |yours - autograd's| and PASS (within 1e-10) or FAIL;
+// the exit code is 0 only when every tensor passes.
 // docs/backprop-through-attention.md (step 1) and framework/ops/DERIVATIVES.md (layer_norm) have
 // the formulas, once you have tried.
 //
@@ -33,8 +34,10 @@
 // ---- your backward: three steps, from the loss back to x -------------------------------------------
 
 // 1. Cross-entropy, fused. Forward: lse, logp, picked and L in forward(), from the logits.
-//    Given dL (a scalar, 1 here: L is the loss), compute dlogits (B, T, V) in one expression, not
-//    through lse, logp and picked. A position the mask leaves out gets 0.
+//    Given dL (a scalar: dL/dL is 1 only when L itself is what backward starts from; the check
+//    starts from L / 3, as one of three accumulated micro-batches, so dL = 1/3), compute dlogits
+//    (B, T, V) in one expression, not through lse, logp and picked. A position the mask leaves out
+//    gets 0.
 void step_cross_entropy(const Forward& f, const Tensor& dL, Tensor& dlogits) {
   // dL/dlogits_r = (softmax(logits_r) - onehot_r) mask_r / N: the log-softmax and the pick in one
   dlogits = (ops::softmax(f.logits) - f.onehot) * ops::unsqueeze(f.mask, 2) * (dL / f.N);
@@ -61,4 +64,4 @@ void step_layer_norm(const Forward& f, const Tensor& dy, Tensor& dx, Tensor& dga
 }
 
 // ---- the check: every tensor you computed against autograd's (layernorm_cross_entropy_forward.hpp) ----
-int main() { return check_your_backward(); }
+int main(int argc, char** argv) { return layernorm_exercise_main(argc, argv); }
