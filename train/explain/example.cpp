@@ -141,7 +141,7 @@ void fill_from_input(Example& e, const ExplainOptions& o, InputFile in, Generato
   NamedTensors weights;
   for (const auto& [name, p] : e.mha->named_parameters())
     weights.emplace_back(name, in.has(name) ? in.tensors.at(name) : p.detach().clone());
-  e.mha->load_parameters(weights, o.input);
+  io::restore_parameters(*e.mha, weights, o.input);
   e.queries = in.tensors.at("queries");
   e.keys = in.tensors.at("keys");
   e.values = in.tensors.at("values");
