@@ -18,8 +18,10 @@
 // The weights. On entry the guard rounds each float32 buffer it is given to a bf16 copy; a gemm
 // operand lying inside one of those buffers (found by its address) is read from the copy, so a
 // weight used by several gemms - forward, dx, every shard's replica sharing its memory - is
-// converted once per guard, i.e. once per training step. The buffers must not change while the
-// guard lives (the optimizer steps after it closes); a copy made on entry would not see the change.
+// converted once per guard, i.e. once per training step. No gemm may read a buffer after it
+// changed while the guard lives (a copy made on entry would not see the change): step the
+// optimizer after the guard closes, or - as `headgrad train` does - after the step's last gemm,
+// just before it closes.
 //
 // Everything else - activations, gradients - is rounded inside each gemm call, into the calling
 // thread's scratch, and never looked up by address: within a step the caching allocator hands a
