@@ -155,8 +155,12 @@ json throughput(const json& spec) {
                     {"cache_hits", a.cache_hits},
                     {"other_thread_hits", a.other_thread_hits}};
   if (prof_steps > 0) r["profile"] = profile_json(stepper, s, prof_steps);
-  if (spec.at("sgemm_seconds").get<double>() > 0)
+  if (spec.at("sgemm_seconds").get<double>() > 0) {
     r["sgemm"] = sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>()));
+    if (cfg.precision == "bf16")
+      r["sgemm_bf16"] =
+          sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>(), true));
+  }
   return r;
 }
 
