@@ -34,6 +34,7 @@
 
 // ---- the engine: what the book calls, and what makes it fast --------------------------------------
 #include "framework/engine/kernels.hpp"  // the kernels' entry points, parallel_for, reference mode
+#include "framework/engine/autocast.hpp" // runtime::Autocast: bf16 mixed precision for a scope
 #include "framework/engine/alloc/caching_allocator.hpp"  // AllocatorStats: the storage cache
 
 // ---- tools -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include "framework/engine/alloc/caching_allocator.hpp"
 #include "train/loop/evaluate.hpp"
 #include "train/run/run_optimizer.hpp"
+#include "framework/engine/autocast.hpp"
 #include "train/loop/train_step.hpp"
 #include "train/parallel/parallel_step.hpp"
 
@@ -49,6 +50,10 @@ public:
     const data::Batch batch = data::make_batch(task_, cfg_.seed, static_cast<std::uint64_t>(step - 1), cfg_.batch);
     if (ph) ph->batch += now_seconds() - t0;
     const train::StepSettings settings{step, schedule_.at(step), cfg_.clip};
+    // --precision bf16: the step's linear gemms in bf16, as the trainer runs them (train/loop/trainer.cpp)
+    const runtime::Autocast autocast(model_.named_parameters(), cfg_.precision == "bf16"
+                                                                    ? runtime::MatmulPrecision::bf16
+                                                                    : runtime::MatmulPrecision::f32);
     // one worker on the whole batch: the textbook step, as the trainer runs it; its phases are
     // timed by the parallel step over one shard, which has the same bits
     if (!workers_ && cfg_.shards <= 1 && !ph) return train::train_step(model_, *optimizer_, batch, settings).loss;
@@ -155,8 +160,12 @@ json throughput(const json& spec) {
                     {"cache_hits", a.cache_hits},
                     {"other_thread_hits", a.other_thread_hits}};
   if (prof_steps > 0) r["profile"] = profile_json(stepper, s, prof_steps);
-  if (spec.at("sgemm_seconds").get<double>() > 0)
+  if (spec.at("sgemm_seconds").get<double>() > 0) {
     r["sgemm"] = sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>()));
+    if (cfg.precision == "bf16")
+      r["sgemm_bf16"] =
+          sgemm_json(measure_sgemm_limit(cfg, spec.at("sgemm_seconds"), spec.at("threads").get<int>(), true));
+  }
   return r;
 }
 

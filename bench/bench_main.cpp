@@ -34,6 +34,7 @@
 #include "bench/run_config_json.hpp"
 #include "bench/text_limit.hpp"
 #include "bench/timing.hpp"
+#include "framework/engine/blas/bf16_cpu.hpp"
 #include "framework/engine/runtime/startup.hpp"
 #include "framework/engine/runtime/threads.hpp"
 
@@ -65,7 +66,10 @@ json describe_run(const BenchOptions& o, const Runner& runner) {
   json result;
   result["threads"] = o.threads;
   result["cores"] = runtime::available_cores();
-  result["cpu"] = {{"model", runtime::cpu_model()}, {"features", runtime::cpu_features().str()}};
+  result["cpu"] = {{"model", runtime::cpu_model()},
+                   {"features", runtime::cpu_features().str()},
+                   {"onednn", blas::onednn_summary()},
+                   {"bf16", blas::bf16_supported() ? "available" : blas::bf16_missing()}};
   result["quick"] = o.quick;
   result["headgrad"] = {{"openblas_core", blas.core},
                         {"openblas_config", blas.config},

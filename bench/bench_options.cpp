@@ -6,6 +6,7 @@
 
 #include "framework/engine/runtime/threads.hpp"
 #include "train/cli/run_config_flags.hpp"
+#include "train/loop/trainer.hpp"
 
 #ifndef HEADGRAD_BENCH_SOURCE_DIR
 #define HEADGRAD_BENCH_SOURCE_DIR "bench"
@@ -106,6 +107,11 @@ BenchOptions bench_options(const cli::Args& args) {
   o.sgemm_seconds = o.quick && !args.given("sgemm-seconds") ? 0.005 : args.real("sgemm-seconds");
   o.tta_target = args.real("tta-target");
   o.settings = cli::run_config_from_flags(args, cli::RunFields::settings);
+  try {
+    train::check_precision(o.settings); // --precision bf16 where it runs (one line otherwise)
+  } catch (const std::invalid_argument& e) {
+    throw CliError(e.what());
+  }
   o.settings_source = settings_source(args);
   o.configs = configs_from(args.text("configs"), o.settings);
   const std::int64_t all_steps = o.quick ? std::min<std::int64_t>(o.settings.steps, 50) : o.settings.steps;

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "bench/timing.hpp"
+#include "framework/engine/autocast.hpp"
+#include "framework/engine/blas/linear_gemm.hpp"
 #include "framework/engine/kernels/gemm_batched.hpp"
 #include "framework/core/random.hpp"
 
@@ -35,9 +37,14 @@ struct GemmRun {
     for (auto& x : A) x = static_cast<float>(gen.uniform() - 0.5);
     for (auto& x : B) x = static_cast<float>(gen.uniform() - 0.5);
   }
-  void operator()() {
+  void operator()(bool bf16 = false) {
     if (g.m == 0 || g.n == 0 || g.k == 0) return;
     const std::int64_t as = g.m * g.k, bs = g.k * g.n, cs = g.m * g.n;
+    if (bf16) { // one linear gemm (batch 1), as --precision bf16 runs it
+      engine::bf16_linear_gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, A.data(), g.ta ? g.m : g.k, B.data(), g.tb ? g.k : g.n,
+                               0.0f, C.data(), g.n);
+      return;
+    }
     for (std::int64_t i = 0; i < g.batch; ++i)
       cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
                   static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, A.data() + i * as,
@@ -48,7 +55,7 @@ struct GemmRun {
 
 } // namespace
 
-SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads) {
+SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads, bool bf16) {
   SgemmLimit out;
   double step_time = 0, total_flops = 0;
   Generator gen(1234);
@@ -88,17 +95,37 @@ SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, in
       return best_t;
     };
     const int saved = openblas_get_num_threads();
-    openblas_set_num_threads(threads);
-    const double t_blas = time_best(blas_threads);
-    openblas_set_num_threads(1);
-    double best = std::min(t_blas, time_best(headgrad_split));
-    if (threads > 1) { // each thread its share of the batch's rows, all at once
-      std::vector<GemmRun> runs;
+    const bool as_bf16 = bf16 && g.batch == 1; // a linear layer's gemm (attention's stay float32)
+    double best = 1e30;
+    std::vector<GemmRun> runs;
+    if (threads > 1)
       for (int p = 0; p < threads; ++p) runs.emplace_back(share_of(g, p, threads), gen);
-      best = std::min(best, time_best([&] {
+    if (as_bf16) {
+      // every operand rounded once, beforehand (the guard's copies): the gemms read bf16 only
+      std::vector<runtime::WeightBuffer> operands = {{A.data(), a_size}, {Bm.data(), b_size}};
+      for (const GemmRun& r : runs) {
+        operands.push_back({r.A.data(), static_cast<std::int64_t>(r.A.size())});
+        operands.push_back({r.B.data(), static_cast<std::int64_t>(r.B.size())});
+      }
+      const runtime::Autocast rounded(operands);
+      best = time_best([&] { // oneDNN's blocks over the OpenMP threads (linear_gemm.hpp)
+        engine::bf16_linear_gemm(g.ta, g.tb, g.m, g.n, g.k, 1.0f, A.data(), lda, Bm.data(), ldb, 0.0f, C.data(), ldc);
+      });
+      if (threads > 1)
+        best = std::min(best, time_best([&] {
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
-                        for (int p = 0; p < threads; ++p) runs[static_cast<std::size_t>(p)]();
-                      }));
+                          for (int p = 0; p < threads; ++p) runs[static_cast<std::size_t>(p)](true);
+                        }));
+    } else {
+      openblas_set_num_threads(threads);
+      best = time_best(blas_threads);
+      openblas_set_num_threads(1);
+      best = std::min(best, time_best(headgrad_split));
+      if (threads > 1) // each thread its share of the batch's rows, all at once
+        best = std::min(best, time_best([&] {
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+                          for (int p = 0; p < threads; ++p) runs[static_cast<std::size_t>(p)]();
+                        }));
     }
     openblas_set_num_threads(saved);
     const double gflops = g.flops() / best * 1e-9;

@@ -28,6 +28,11 @@ struct SgemmLimit {
 // running its share of the batch's rows at the same time (data parallelism over threads, as
 // train/parallel/thread_replicas.hpp trains; a weight gradient is then a partial sum per thread, whose
 // addition is not counted). Each is "what sgemm can do here", so the limit is the best of them.
-SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads);
+// With `bf16`, the linear layers' gemms (the shapes of batch 1) are timed as --precision bf16 runs
+// them instead (engine::bf16_linear_gemm: oneDNN, bf16 inputs, float32 sums; the operands rounded
+// beforehand, as the guard rounds the weights once per step - the rounding of activations in each
+// call is not counted) and attention's per-head gemms, which stay float32, as above: the bf16
+// step's gemm limit.
+SgemmLimit measure_sgemm_limit(const train::RunConfig& c, double min_seconds, int threads, bool bf16 = false);
 
 } // namespace headgrad::bench

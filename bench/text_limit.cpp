@@ -6,6 +6,7 @@
 
 #include "bench/flop_model.hpp"
 #include "bench/sgemm_limit.hpp"
+#include "framework/engine/blas/bf16_cpu.hpp"
 #include "framework/io/safetensors.hpp"
 #include "framework/engine/runtime/threads.hpp"
 #include "train/run/checkpoint.hpp"
@@ -44,7 +45,14 @@ void run_text_limit(const std::string& checkpoint, int threads, double min_secon
                               {"mix_gflops", lim.mix_gflops},
                               {"matmul_ms_per_step", lim.matmul_ms_per_step},
                               {"shapes", shapes}};
-  fmt::print("{}\n", out.dump());
+  nlohmann::json all = out;
+  all["onednn"] = blas::onednn_summary();
+  if (blas::bf16_supported()) { // the --precision bf16 step's limit: linear gemms bf16, attention's float32
+    const SgemmLimit b = measure_sgemm_limit(c, min_seconds, threads, true);
+    all["bf16_mix_gflops"] = b.mix_gflops;
+    all["bf16_matmul_ms_per_step"] = b.matmul_ms_per_step;
+  }
+  fmt::print("{}\n", all.dump());
 }
 
 } // namespace headgrad::bench

@@ -64,10 +64,10 @@ def run_child(argv, env=None):
     return o, e, usage.ru_maxrss
 
 
-def headgrad_train(args, out, steps, threads, eval_every, spin=None):
+def headgrad_train(args, out, steps, threads, eval_every, spin=None, precision="float32"):
     argv = [args.headgrad, "train", "--task", "text", "--steps", str(steps), "--threads", str(threads),
             "--eval-every", str(eval_every), "--eval-count", str(args.eval_count), "--seed", "0", "--json",
-            "--out", out, "--overwrite"]
+            "--out", out, "--overwrite", "--precision", precision]
     o, _, rss = run_child(argv)
     summary = json.loads(o.strip().splitlines()[-1])
     return summary, rss
@@ -143,8 +143,9 @@ def headgrad_spins(threads):
     return [None]  # headgrad runs as a user runs it: its own start-up settings (startup.hpp)
 
 
-def torch_train(args, out, steps, threads, eval_every, spin=None):
-    spec = dict(RECIPE, steps=steps, threads=threads, eval_every=eval_every, eval_count=args.eval_count, out=out)
+def torch_train(args, out, steps, threads, eval_every, spin=None, precision="float32"):
+    spec = dict(RECIPE, steps=steps, threads=threads, eval_every=eval_every, eval_count=args.eval_count, out=out,
+                autocast=precision == "bf16")
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "spec.json")
     with open(path, "w") as f:
@@ -201,6 +202,31 @@ def sample_speed(args, checkpoint, cache, runs=3):
     return best
 
 
+def bf16_rows(results, limits, info, row):
+    """headgrad bf16 against its own float32 and against PyTorch's bf16 autocast, each at its best."""
+    hb, h, tb = results["headgrad-bf16"], results["headgrad"], results.get("torch-bf16")
+    print(f"\nbf16 mixed precision: headgrad --precision bf16 (linear layers' gemms on oneDNN, bf16 inputs, float32 "
+          f"sums) against its float32 and PyTorch's torch.autocast('cpu', dtype=torch.bfloat16)")
+    print(f"oneDNN: {info.get('oneDNN', '?')}; bf16 gemms: {info.get('bf16 gemms', '?')}")
+    print(f"{'':<46} {'headgrad bf16':>12} {'PyTorch bf16':>12} {'ratio':>8}")
+    row("best threads", hb["threads"], tb and tb["threads"], "{}")
+    row("tokens/s per step: median, each at its best", hb["spread"][0], tb and tb["spread"][0], "{:.0f}",
+        lambda a, b: a / b, target=">= 1.5x PyTorch bf16", ok=None if not tb else hb["spread"][0] / tb["spread"][0] >= 1.5)
+    row("headgrad bf16 / headgrad float32 (medians)", hb["spread"][0] / h["spread"][0], None, "{:.2f}x",
+        target=">= 1.6x", ok=hb["spread"][0] / h["spread"][0] >= 1.6)
+    if tb and "torch" in results:
+        row("PyTorch bf16 / PyTorch float32 (medians)", tb["spread"][0] / results["torch"]["spread"][0], None,
+            "{:.2f}x")
+    row("val loss after the last step (bf16)", hb["timeline"][-1][2], tb and tb["timeline"][-1][2], "{:.4f}")
+    dl = abs(hb["timeline"][-1][2] / h["timeline"][-1][2] - 1)
+    row("headgrad val loss, bf16 vs float32", dl * 100, None, "{:.2f}%", target="<= 1%", ok=dl <= 0.01)
+    for th, lim in limits.items():
+        if "bf16_mix_gflops" in lim:
+            row(f"gemm GFLOP/s over the step's mix, {th} thread(s): bf16 / f32", lim["bf16_mix_gflops"], None,
+                "{:.1f}", target=f"float32 {lim['mix_gflops']:.1f} ({lim['bf16_mix_gflops'] / lim['mix_gflops']:.2f}x)")
+    row("achieved / bf16 mix limit", hb["mix_fraction"] * 100, tb and tb["mix_fraction"] * 100, "{:.0f}%")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=2000)
@@ -213,21 +239,29 @@ def main():
     ap.add_argument("--headgrad-bench", default=os.path.join(ROOT, "build", "headgrad_bench"))
     ap.add_argument("--out", default=os.path.join(ROOT, "runs", "bench-text"))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-bf16", action="store_true",
+                    help="skip the bf16 rows (headgrad --precision bf16, PyTorch's bf16 autocast)")
     args = ap.parse_args()
     tokens_per_step = RECIPE["batch"] * RECIPE["context"]
     thread_counts = [int(t) for t in args.threads.split(",")]
-    sides = ["headgrad"] + ([] if args.no_torch else ["torch"])
-    train = {"headgrad": headgrad_train, "torch": torch_train}
     os.makedirs(args.out, exist_ok=True)
     load0 = os.getloadavg()[0]
 
     info = headgrad_info(args)
+    # bf16 sides where this CPU runs them: headgrad --precision bf16, PyTorch under torch.autocast
+    bf16 = not args.no_bf16 and info.get("bf16 gemms", "").startswith("available")
+    sides = ["headgrad"] + ([] if args.no_torch else ["torch"])
+    sides += [s + "-bf16" for s in sides] if bf16 else []
+    train = {"headgrad": headgrad_train, "torch": torch_train,
+             "headgrad-bf16": lambda *a: headgrad_train(*a, precision="bf16"),
+             "torch-bf16": lambda *a: torch_train(*a, precision="bf16")}
     headgrad_core = info.get("BLAS core", "?").split()[0]
     user_core = os.environ.get("OPENBLAS_CORETYPE")
     args.torch_coretype = user_core or (headgrad_core if headgrad_core != "?" else None)
 
     best, probe_rates, best_spin = {}, {}, {}
-    spins = {"headgrad": headgrad_spins, "torch": torch_spins}
+    spins = {"headgrad": headgrad_spins, "torch": torch_spins, "headgrad-bf16": headgrad_spins,
+             "torch-bf16": torch_spins}
     for side in sides:
         rates, spin_at = {}, {}
         for threads in thread_counts:
@@ -261,7 +295,9 @@ def main():
         metrics = os.path.join(out, "metrics.csv")
         steps, _ = read_metrics(metrics)
         sp = spread(metrics)
-        lim = limits[best[side]]
+        lim = dict(limits[best[side]])
+        if side.endswith("-bf16"):  # the bf16 step's limit: its linear gemms bf16, attention's float32
+            lim["mix_gflops"] = lim["bf16_mix_gflops"]
         results[side] = dict(threads=best[side], spin=best_spin[side], rss_mib=rss / 1024, wall=time.time() - t0,
                              timeline=timeline(metrics, tokens_per_step), first_loss=steps[0][1], spread=sp,
                              tokens_per_s=summary["tokens_per_s"], probe_tokens_per_s=probe_rates[side],
@@ -355,6 +391,8 @@ def main():
           f"({cached / uncached:.1f}x)")
     print(f"curves: {os.path.join(args.out, 'curves.svg')} (both runs), "
           + ", ".join(os.path.join(args.out, s, "metrics.csv") for s in sides))
+    if bf16:
+        bf16_rows(results, limits, info, row)
     with open(os.path.join(args.out, "result.json"), "w") as f:
         json.dump(dict(results=results, sample_tokens_per_s=dict(cache=cached, no_cache=uncached),
                        sgemm_limit={str(k): v for k, v in limits.items()}, profile=profile, workers=workers,

@@ -109,8 +109,10 @@ class Trainer:
         tokens, targets, lens = self.data["tokens"][i], self.data["targets"][i], self.data["valid_lens"][i]
         for g in self.opt.param_groups:
             g["lr"] = lr_at(self.t, step)
-        logits = self.model(tokens, lens)
-        loss = masked_mean_ce(logits, targets, lens)
+        # --precision bf16: PyTorch's mixed precision, its matmuls on bf16 inputs (the loss in float32)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.t.get("precision") == "bf16"):
+            logits = self.model(tokens, lens)
+        loss = masked_mean_ce(logits.float(), targets, lens)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if self.t["clip"] > 0:

@@ -80,8 +80,11 @@ def main():
         lr = lr_at(step, spec["lr"], spec["min_lr"], spec["warmup"], spec["steps"])
         for g in opt.param_groups:
             g["lr"] = lr
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        # "autocast": PyTorch's bf16 mixed precision (torch.autocast), as `headgrad train --precision bf16`
+        # runs its linear layers; the loss in float32. Evaluation runs in float32 on both sides.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec.get("autocast", False)):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if spec["clip"] > 0:

@@ -18,6 +18,7 @@
 
 #include "framework/io/safetensors.hpp"
 #include "tests/mpi/user_module.hpp"
+#include "framework/engine/blas/bf16_cpu.hpp"
 #include "tests/test_support.hpp"
 #include "train/run/checkpoint.hpp"
 #include "train/run/run_optimizer.hpp"
@@ -262,6 +263,30 @@ TEST_CASE("4 shards on 1 x 4 threads - 2 ranks x 2 threads - 4 ranks x 1 - 3 ran
   const auto ranks = rank_files(dir / "ranks", 3);
   check_same_tensors(ranks[1], ranks[0], 0);
   check_same_tensors(ranks[2], ranks[0], 0);
+}
+
+TEST_CASE("--precision bf16: 4 shards on 1 x 4 threads - 2 ranks x 2 threads - one thread: the same bits; resumed "
+          "on 2 ranks bit for bit" * doctest::test_suite("mpi")) {
+  if (!blas::bf16_supported()) return; // (refused: tests/test_train_bf16.cpp)
+  TempDir dir;
+  const std::vector<std::string> bf16 = {"--precision", "bf16", "--shards", "4"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), bf16.begin(), bf16.end());
+    return more;
+  };
+  headgrad_train(0, small(dir / "one", 20, with({"--threads", "4"})), dir);
+  headgrad_train(0, small(dir / "single", 20, with({})), dir);
+  headgrad_train(2, small(dir / "two", 20, with({"--threads", "2"})), dir);
+  check_same_bits(dir / "single", dir / "one");
+  check_same_bits(dir / "two", dir / "one");
+  // half the run on 2 ranks, the rest resumed on 2 ranks (the precision comes from the checkpoint)
+  headgrad_train(2, small(dir / "halves", 10, with({"--threads", "2"})), dir);
+  headgrad_train(2, {"--resume", dir / "halves/model.safetensors", "--steps", "20", "--threads", "2", "--quiet",
+                     "--out", dir / "halves"}, dir);
+  check_same_bits(dir / "halves", dir / "one");
+  // the negative control: float32 over the same shards is another run
+  headgrad_train(0, small(dir / "f32", 20, {"--threads", "4", "--shards", "4"}), dir);
+  CHECK(tensors_of(dir / "f32/model.safetensors") != tensors_of(dir / "one/model.safetensors"));
 }
 
 TEST_CASE("a run started on 4 ranks resumes on 1 process x 2 threads with --shards 4 bit for bit - another S only "

@@ -39,6 +39,26 @@ inline bool reference() { return detail::reference_flag().load(std::memory_order
 // while a kernel runs.
 inline void set_reference(bool on) { detail::reference_flag().store(on, std::memory_order_relaxed); }
 
+// The matmul precision: what the float32 gemms of linear layers (kernels::gemm<float>, which
+// ops::linear and its fused forms call) multiply in. f32 (the default): float32. bf16: their
+// inputs rounded to bfloat16 (nearest, ties to even), the products accumulated and written in
+// float32 (oneDNN's matmul: framework/engine/blas/). torch.matmul's gemms (kernels::matmul_*),
+// attention's, every other kernel and everything in double stay as they are. One setting for the
+// whole process, like set_reference; runtime::Autocast (framework/engine/autocast.hpp) sets it
+// for a scope and rounds a model's weights once on entry. set_matmul_precision(bf16) throws
+// std::logic_error in reference mode (the book's loops multiply in float32) and
+// std::runtime_error, naming what is missing, on a CPU without bf16 instructions.
+enum class MatmulPrecision { f32, bf16 };
+namespace detail {
+inline std::atomic<MatmulPrecision>& matmul_precision_flag() {
+  static std::atomic<MatmulPrecision> precision{MatmulPrecision::f32};
+  return precision;
+}
+} // namespace detail
+inline MatmulPrecision matmul_precision() { return detail::matmul_precision_flag().load(std::memory_order_relaxed); }
+void set_matmul_precision(MatmulPrecision precision); // (framework/engine/blas/linear_gemm.cpp)
+const char* matmul_precision_name(MatmulPrecision precision); // "float32", "bf16"
+
 } // namespace headgrad::runtime
 
 namespace headgrad::kernels {

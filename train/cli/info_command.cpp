@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include "framework/distributed/communicator.hpp"
+#include "framework/engine/blas/bf16_cpu.hpp"
+#include "framework/engine/blas/linear_gemm.hpp"
 #include "framework/engine/kernels.hpp"
 #include "framework/engine/runtime/cpu_isa.hpp"
 #include "framework/engine/runtime/startup.hpp"
@@ -55,6 +57,11 @@ int info_command(int argc, char** argv) {
                                                       : "the widest this CPU runs; HEADGRAD_ISA chooses",
              isas);
   if (!runtime::isa_notice().empty()) fmt::print("{}\n", runtime::isa_notice());
+  // the linear layers' gemms (framework/engine/blas/linear_gemm.hpp); attention's and double's run OpenBLAS
+  fmt::print("Linear gemms:    float32 on {}\n", runtime::float32_gemm_summary());
+  if (!runtime::gemm_notice().empty()) fmt::print("{}\n", runtime::gemm_notice());
+  fmt::print("oneDNN:          {}\n", blas::onednn_summary());
+  fmt::print("bf16 gemms:      {}\n", blas::bf16_summary());
   fmt::print("Reference mode:  {}\n", runtime::reference()
                                          ? "on (HEADGRAD_REFERENCE=1): every kernel runs its plain loop, on one thread"
                                          : "off (HEADGRAD_REFERENCE=1 or train/gradcheck --reference turn it on)");

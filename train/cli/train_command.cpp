@@ -92,6 +92,11 @@ TrainRequest train_request(const Args& args) {
   }
   refuse_flags_for_other_tasks(args, o.run.task); // the task as resumed: the checkpoint's
   if (switch_reference_mode(args)) train_in_reference_mode(args, o);
+  try {
+    train::check_precision(o.run); // (as resumed: a bf16 checkpoint's run is bf16)
+  } catch (const std::invalid_argument& e) {
+    throw CliError(e.what());
+  }
   o.out_dir = args.given("out") ? args.text("out") : default_out_dir(data::task_name(o.run.task));
   if (o.out_dir.empty()) throw CliError("--out needs a directory name");
   return r;
@@ -147,6 +152,7 @@ void print_banner(const train::TrainOptions& o) {
   const auto blas = runtime::blas_info();
   const std::string notice = runtime::startup_notice();
   if (!notice.empty()) fmt::print(stderr, "{}\n", notice);
+  if (const std::string note = train::precision_note(o.run); !note.empty()) fmt::print(stderr, "{}\n", note);
   if (o.quiet || o.json) return;
   const train::RunConfig& c = o.run;
   const int ranks = distributed::size();
@@ -156,9 +162,10 @@ void print_banner(const train::TrainOptions& o) {
   if (runtime::reference())
     fmt::print("headgrad train: reference mode (every kernel its plain loop, one thread, composed attention)\n");
   fmt::print("headgrad train: task {}, d {}, heads {}, layers {}, ffn {}, {}, batch {}{}, {} lr {}, "
-             "{} steps{}\nBLAS: OpenBLAS core {}, {} threads{}; output in {}\n",
+             "{} steps{}{}\nBLAS: OpenBLAS core {}, {} threads{}; output in {}\n",
              data::task_name(c.task), c.d_model, c.heads, c.layers, c.ffn, data, c.batch,
              c.shards > 0 ? fmt::format(" in {} shards", c.shards) : "", c.optimizer, c.lr, c.steps,
+             c.precision == "bf16" ? ", precision bf16 (linear layers' gemms)" : "",
              o.resume.empty() ? "" : fmt::format(" (resuming {})", o.resume), blas.core, o.threads,
              ranks > 1 ? fmt::format(" per rank, {} MPI ranks", ranks) : "", o.out_dir);
   std::fflush(stdout); // before a long start-up (a large corpus), also into a file
@@ -221,13 +228,14 @@ void print_profile(const train::TrainSummary& s) {
 }
 
 void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
+  const char* bf16 = o.run.precision == "bf16" ? ", precision bf16" : "";
   if (o.run.is_text())
-    fmt::print("done: steps {}, loss {:.4f}, val loss {:.4f} ({:.3f} bits per token), {:.0f} tokens/s, {:.1f} s{}{}\n",
-               s.steps, s.loss, s.eval.loss, s.eval.loss / std::numbers::ln2, s.tokens_per_s, s.seconds,
+    fmt::print("done: steps {}, loss {:.4f}, val loss {:.4f} ({:.3f} bits per token), {:.0f} tokens/s, {:.1f} s{}{}{}\n",
+               s.steps, s.loss, s.eval.loss, s.eval.loss / std::numbers::ln2, s.tokens_per_s, s.seconds, bf16,
                s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
   else
-    fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}{}\n", s.steps,
-               s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
+    fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}{}{}\n",
+               s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds, bf16,
                s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
   if (!o.json && o.run.is_text())
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}; sample with: headgrad sample --checkpoint {}\n", o.out_dir,
@@ -246,10 +254,11 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
                                    c.wait_seconds / steps);
     fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
                "\"tokens_per_s\": {:.1f}, \"train_seconds\": {:.3f}, \"seconds\": {:.3f}, \"interrupted\": {}, "
-               "\"ranks\": {}, \"threads\": {}, \"shards\": {}, \"reference\": {}{}, \"out\": \"{}\"}}\n",
+               "\"ranks\": {}, \"threads\": {}, \"shards\": {}, \"reference\": {}, \"precision\": \"{}\"{}, "
+               "\"out\": \"{}\"}}\n",
                s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.train_seconds,
                s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, s.shards, s.reference ? "true" : "false",
-               comm, o.out_dir);
+               o.run.precision, comm, o.out_dir);
   }
 }
 

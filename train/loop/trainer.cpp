@@ -12,6 +12,8 @@
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/shard_tree.hpp"
+#include "framework/engine/autocast.hpp"
+#include "framework/engine/blas/bf16_cpu.hpp"
 #include "framework/engine/kernels.hpp"
 #include "framework/engine/profiler.hpp"
 #include "framework/core/random.hpp"
@@ -78,12 +80,16 @@ struct Trainee {
   std::unique_ptr<ShardDropout> dropout;   // the dropout generators of the rank's shards
   std::unique_ptr<distributed::BucketedAllreduce> across_ranks; // several ranks: the gradient sums
   std::int64_t start = 0;                  // steps done before this invocation
+  runtime::MatmulPrecision precision = runtime::MatmulPrecision::f32; // run.precision
 
   // One step on `batch`: the textbook step when one thread trains on the whole batch, else the
   // parallel step over the shards (train/parallel/parallel_step.hpp). (One shard on several
   // threads is the parallel step's too: it runs a shard's ops on one thread, so that the bits
   // depend on the shard count alone - an op split over several threads may add in another order.)
   StepResult step(const data::Batch& batch, const StepSettings& settings) {
+    // bf16: the step's linear gemms on bf16 copies of the weights made here (autocast.hpp); the
+    // update at the step's end changes the weights after their last gemm, and the guard closes then
+    const runtime::Autocast autocast(model->named_parameters(), precision);
     if (!textbook)
       return parallel_step(*model, *optimizer, batch, settings, {shards, workers.get(), across_ranks.get(), dropout.get()});
     dropout->load(*model, 0); // the masks of shard 0, which a checkpoint keeps
@@ -96,6 +102,7 @@ struct Trainee {
 Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& data) {
   Trainee t;
   t.shards = o.run.shards;
+  t.precision = o.run.precision == "bf16" ? runtime::MatmulPrecision::bf16 : runtime::MatmulPrecision::f32;
   t.textbook = o.run.shards == 1 && o.threads == 1 && distributed::size() == 1;
   if (resumed) {
     data.check_same_text(resumed->metadata, o.resume); // first: another text also changes the vocab
@@ -318,6 +325,7 @@ void check_reference_mode(const TrainOptions& o, int ranks) {
 
 TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
   const int ranks = distributed::size();
+  check_precision(options.run);
   if (runtime::reference()) check_reference_mode(options, ranks);
   distributed::set_rank_timeout(options.rank_timeout);
   if (ranks > 1) check_same_settings(options);
@@ -371,6 +379,20 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
 }
 
 } // namespace
+
+void check_precision(const RunConfig& run) {
+  if (run.precision != "bf16") return;
+  if (runtime::reference())
+    throw std::invalid_argument("--precision bf16 runs on the engine: reference mode multiplies in float32 only");
+  if (const std::string missing = blas::bf16_missing(); !missing.empty())
+    throw std::invalid_argument(fmt::format("--precision bf16: {}", missing));
+}
+
+std::string precision_note(const RunConfig& run) {
+  if (run.precision != "bf16") return "";
+  const std::string slow = blas::bf16_slow_note();
+  return slow.empty() ? "" : fmt::format("headgrad: note: {} (--precision bf16 trains all the same)", slow);
+}
 
 void install_interrupt_handler() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);

@@ -58,6 +58,13 @@ TrainSummary train(const TrainOptions& options);
 // checkpoint's and its batches continue; std::invalid_argument names the fields that differ.
 TrainSummary train(const TrainOptions& options, LoadedRun resumed);
 
+// --precision bf16 (RunConfig::precision) is refused, with one line (std::invalid_argument), in
+// reference mode and on a CPU without bf16 instructions (framework/engine/blas/bf16_cpu.hpp). train()
+// checks it first; the command line checks it before its banner.
+void check_precision(const RunConfig& run);
+// "" unless the run is bf16 on a CPU where bf16 gemms run below float32's speed: then one line saying so.
+std::string precision_note(const RunConfig& run);
+
 // SIGINT, SIGTERM and SIGHUP (a closed terminal; treated as SIGTERM) set a flag the loop checks
 // between steps; the run saves a checkpoint and returns, with TrainSummary::stop_signal saying
 // which signal (`headgrad train` then exits 128 + its number: 130, 143, 129, as shells expect).

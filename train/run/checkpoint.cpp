@@ -12,11 +12,11 @@ namespace headgrad::train {
 namespace {
 
 // The fields a checkpoint written before they existed lacks (the text task's and the optimizer's
-// added with it; the shard count): such a checkpoint ran with RunConfig{}'s value. Every other
+// added with it; the shard count; the precision): such a checkpoint ran with RunConfig{}'s value. Every other
 // field is required.
 bool added_after_format_1(const FieldInfo& f) {
   static const std::set<std::string> later = {"beta2", "min-lr",      "decay", "text", "tokenizer",
-                                              "context", "tie-weights", "shards"};
+                                              "context", "tie-weights", "shards", "precision"};
   return later.count(f.flag) > 0;
 }
 

@@ -44,6 +44,9 @@ struct RunConfig {
   // (framework/distributed/shard_tree.hpp); 0: ranks x threads (the trainer sets the value the
   // run uses, which checkpoints keep). The bits of a run depend on S, not on the layout.
   std::int64_t shards = 0;
+  // what linear layers' gemms multiply in: float32, or bf16 (runtime::Autocast around each step's
+  // forward and backward: bf16 inputs, float32 accumulation; weights, optimizer, checkpoints float32)
+  std::string precision = "float32"; // float32 | bf16
 
   // The defaults of `headgrad train --task text`: nanoGPT's shakespeare_char recipe at its CPU
   // size (README: n_layer 4, n_head 4, n_embd 128, block_size 64, batch 12, max_iters and
@@ -172,6 +175,11 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
                   "thread; S between the ranks and --batch)",
                   Role::layout, at_least(0)},
         &R::shards);
+  visit(FieldInfo{"precision", "float32, or bf16: linear layers' gemms take bf16 inputs and add in float32 (needs "
+                  "avx512_bf16 or amx_bf16; weights, optimizer state and checkpoints stay float32; a resumed run keeps "
+                  "the checkpoint's)",
+                  Role::fixed, one_of({"float32", "bf16"})},
+        &R::precision);
 }
 
 // A field's value as text (the checkpoint metadata, --help defaults, messages) and back. Reals

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "framework/engine/blas/linear_gemm.hpp"
 #include "framework/engine/kernels/gemm_batched.hpp"
 #include "framework/engine/kernels/matmul.hpp"
 #include "framework/engine/kernels/small_gemm.hpp"
@@ -25,6 +26,8 @@ template <typename T> void add_once_kernels(kernels::KernelSet<T>& set) {
 IsaTable complete(IsaTable t) {
   add_once_kernels(t.kernels.f32);
   add_once_kernels(t.kernels.f64);
+  // float32's gemm, what linear layers run: OpenBLAS, oneDNN, or bf16 (blas/linear_gemm.hpp)
+  t.kernels.f32.gemm = &linear_gemm;
   return t;
 }
 
