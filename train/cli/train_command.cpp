@@ -38,7 +38,7 @@ std::vector<FlagSpec> train_flags() {
   flags.insert(flags.end(), {
       {"threads", Kind::integer, cores,
        "threads for all compute: in training each runs shards of the batch (see --shards), in evaluation the ops "
-       "are split over them (OpenMP)"},
+       "are split over them (OpenMP); at most 4 x this machine's cores"},
       {"graph", Kind::text, "",
        "first write the autograd graph of one training step (op, shape, gradient norm per node) as DOT, and SVG "
        "when Graphviz's dot is installed",
@@ -81,7 +81,7 @@ TrainRequest train_request(const Args& args) {
   TrainRequest r;
   train::TrainOptions& o = r.options;
   o.run = run_config_from_flags(args, RunFields::all);
-  o.threads = args.given("threads") ? static_cast<int>(args.integer_at_least("threads", 1)) : default_threads();
+  o.threads = args.given("threads") ? thread_count(args) : default_threads();
   read_train_options(args, o);
   r.graph = args.text("graph");
   if (o.reshard && o.resume.empty())
