@@ -245,3 +245,173 @@ TEST_CASE("integer flags beyond their type or bound are refused in one line: --t
   CHECK(cli(tiny_run(dir / "h", 2, {"--threads", bound}), dir).rc == 0);
 }
 
+// ---- item 4: a resumed configuration is validated as the flags are; the header is checked -------
+
+namespace {
+
+// A checkpoint of a tiny 3-step run in dir/`name`, its config changed by `change` and saved again
+// with the checkpoint writer (so that every checksum it writes is right).
+std::string rewritten_checkpoint(const TempDir& dir, const std::string& name,
+                                 const std::function<void(train::RunConfig&)>& change,
+                                 bool model_file = true, bool optimizer_file = true) {
+  const std::string out = dir / name, model = out + "/model.safetensors";
+  REQUIRE(cli(tiny_run(out, 3), dir).rc == 0);
+  train::LoadedRun run = train::load_model_checkpoint(model);
+  auto opt = train::make_optimizer(run.config, run.model->named_parameters());
+  const NamedTensors state = train::load_optimizer_state(model, run.step, *opt);
+  std::map<std::string, std::string> extras;
+  for (const auto& [k, v] : run.metadata)
+    if (!train::run_metadata(run.config, run.step).count(k) && k != "header_crc32c") extras[k] = v;
+  train::RunConfig cfg = run.config;
+  change(cfg);
+  const std::string scratch = dir / (name + "_scratch");
+  fs::create_directories(scratch);
+  train::save_checkpoint(scratch + "/model.safetensors", *run.model, opt.get(), cfg, run.step, {extras, state});
+  if (model_file) fs::copy_file(scratch + "/model.safetensors", model, fs::copy_options::overwrite_existing);
+  if (optimizer_file)
+    fs::copy_file(scratch + "/optimizer.safetensors", out + "/optimizer.safetensors", fs::copy_options::overwrite_existing);
+  return model;
+}
+
+std::vector<std::string> resume(const std::string& model, std::int64_t steps) {
+  return {"train", "--resume", model, "--steps", std::to_string(steps), "--out",
+          fs::path(model).parent_path().string(), "--quiet"};
+}
+
+} // namespace
+
+TEST_CASE("a resumed checkpoint's values are checked as the flags are: lr -1, clip nan, momentum 7, schedule weird, "
+          "min-lr > lr") {
+  TempDir dir;
+  struct Case {
+    const char* name;
+    std::function<void(train::RunConfig&)> change;
+    std::string part;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"lr", [](train::RunConfig& r) { r.lr = -1; }, "--lr must be positive, got -1"},
+           {"clip", [](train::RunConfig& r) { r.clip = std::numeric_limits<double>::quiet_NaN(); }, "--clip must be >= 0"},
+           {"momentum", [](train::RunConfig& r) { r.momentum = 7; }, "--momentum must be in [0, 1), got 7"},
+           {"schedule", [](train::RunConfig& r) { r.schedule = "weird"; }, "--schedule must be constant or cosine, got 'weird'"},
+           {"minlr", [](train::RunConfig& r) { r.min_lr = 0.5; }, "--min-lr (0.5) must not exceed --lr (0.01)"},
+       }) {
+    CAPTURE(c.name);
+    const std::string model = rewritten_checkpoint(dir, c.name, c.change);
+    const std::string line = refusal_line(cli(resume(model, 6), dir));
+    CHECK(contains(line, model));
+    CHECK(contains(line, c.part));
+    // eval reads the same checkpoint with the same checks
+    CHECK(contains(refusal_line(cli({"eval", "--checkpoint", model}, dir)), c.part));
+  }
+}
+
+TEST_CASE("a checkpoint's header is covered by a checksum: a flipped digit of lr, seed or warmup is refused") {
+  TempDir dir;
+  const std::string out = dir / "run", model = out + "/model.safetensors";
+  REQUIRE(cli(tiny_run(out, 3), dir).rc == 0);
+  const std::string original = read_file(model);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"lr\":\"0.01\"", "\"lr\":\"0.03\""}, {"\"seed\":\"0\"", "\"seed\":\"1\""},
+           {"\"warmup\":\"100\"", "\"warmup\":\"900\""}}) {
+    CAPTURE(from);
+    std::string bytes = original;
+    const auto at = bytes.find(from);
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, from.size(), to); // the same length: the file stays well-formed
+    test_support::write_file(model, bytes);
+    const std::string line = refusal_line(cli(resume(model, 6), dir));
+    CHECK(contains(line, model));
+    CHECK(contains(line, "header fails its checksum"));
+  }
+  test_support::write_file(model, original);
+  CHECK(cli(resume(model, 6), dir).rc == 0);
+}
+
+TEST_CASE("--resume compares the optimizer file's metadata with the model file's") {
+  TempDir dir;
+  // the optimizer file of a run with another learning rate (both files' checksums right)
+  const std::string model =
+      rewritten_checkpoint(dir, "run", [](train::RunConfig& r) { r.lr = 0.03; }, /*model_file=*/false);
+  const std::string line = refusal_line(cli(resume(model, 6), dir));
+  CHECK(contains(line, "optimizer.safetensors"));
+  CHECK(contains(line, "'lr' is 0.03 but the model file's is 0.01"));
+}
+
+// ---- item 5: non-finite weights are refused on every load ----------------------------------------
+
+TEST_CASE("a checkpoint with a NaN or Inf weight is refused by eval, resume and sample, naming the tensor") {
+  TempDir dir;
+  for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    CAPTURE(bad);
+    const std::string out = dir / (std::isnan(bad) ? "nan" : "inf"), model = out + "/model.safetensors";
+    REQUIRE(cli(tiny_run(out, 3), dir).rc == 0);
+    train::LoadedRun run = train::load_model_checkpoint(model);
+    auto opt = train::make_optimizer(run.config, run.model->named_parameters());
+    const NamedTensors state = train::load_optimizer_state(model, run.step, *opt);
+    std::map<std::string, std::string> extras;
+    for (const auto& [k, v] : run.metadata)
+      if (!train::run_metadata(run.config, run.step).count(k) && k != "header_crc32c") extras[k] = v;
+    for (auto& [name, p] : run.model->named_parameters())
+      if (name == "dense.weight") p.data<float>()[5] = static_cast<float>(bad);
+    train::save_checkpoint(model, *run.model, opt.get(), run.config, run.step, {extras, state});
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"eval", "--checkpoint", model}, resume(model, 6), {"sample", "--checkpoint", model, "--tokens", "3"}}) {
+      CAPTURE(args[0]);
+      const std::string line = refusal_line(cli(args, dir));
+      CHECK(contains(line, model));
+      CHECK(contains(line, fmt::format("'dense.weight' holds {} (element 5)", std::isnan(bad) ? "NaN" : "inf")));
+    }
+  }
+}
+
+// ---- item 8: a resume into another directory reads its source and does not write it ----------
+
+TEST_CASE("a resume into another directory leaves its source as it was, even a save interrupted there") {
+  TempDir dir;
+  const std::string src = dir / "src", model = src + "/model.safetensors";
+  REQUIRE(cli(tiny_run(src, 3), dir).rc == 0);
+  // as a save killed after writing the new optimizer state leaves it: the model and the previous
+  // optimizer state of step 3, the optimizer state of a later step (4)
+  REQUIRE(cli(tiny_run(dir / "later", 4), dir).rc == 0);
+  fs::rename(src + "/optimizer.safetensors", src + "/optimizer.prev.safetensors");
+  fs::copy_file(dir / "later/optimizer.safetensors", src + "/optimizer.safetensors");
+  std::map<std::string, std::string> before;
+  for (const auto& e : fs::directory_iterator(src)) before[e.path().filename().string()] = read_file(e.path());
+  const auto r = cli({"train", "--resume", model, "--steps", "6", "--out", dir / "dst", "--quiet"}, dir);
+  INFO(r.err);
+  CHECK(r.rc == 0);
+  std::map<std::string, std::string> after;
+  for (const auto& e : fs::directory_iterator(src)) after[e.path().filename().string()] = read_file(e.path());
+  CHECK(after.size() == before.size());
+  for (const auto& [name, bytes] : before) {
+    CAPTURE(name);
+    REQUIRE(after.count(name));
+    CHECK(after.at(name) == bytes);
+  }
+  CHECK(train::load_model_checkpoint(dir / "dst/model.safetensors").step == 6);
+  // a source the run may not write at all: read-only files in a read-only directory, resumed by a
+  // user without write permission there (the tests run as root, whom permissions do not stop: the
+  // child drops to the user nobody; as another user the child stays who it is)
+  {
+    const std::string ro = dir / "ro_src", mine = dir / "writable";
+    fs::create_directories(ro);
+    fs::create_directories(mine);
+    for (const auto& [name, bytes] : before) test_support::write_file(ro + "/" + name, bytes);
+    for (const auto& [name, bytes] : before) fs::permissions(ro + "/" + name, fs::perms(0444));
+    fs::permissions(ro, fs::perms(0555));
+    fs::permissions(mine, fs::perms(0777));
+    const pid_t pid = test_support::spawn(
+        {HEADGRAD_CLI, "train", "--resume", ro + "/model.safetensors", "--steps", "6", "--out", mine + "/dst", "--quiet"},
+        mine + "/ro.out", mine + "/ro.err", mine, {}, [] {
+          if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(125);
+        });
+    const int rc = test_support::wait_for(pid, 120);
+    INFO("stderr: ", read_file(mine + "/ro.err"));
+    CHECK(rc == 0);
+    fs::permissions(ro, fs::perms(0755));
+  }
+  // resuming in place still settles the interrupted save: the matching state becomes the current one
+  CHECK(cli({"train", "--resume", model, "--steps", "5", "--out", src, "--quiet"}, dir).rc == 0);
+  CHECK(train::load_model_checkpoint(model).step == 5);
+  CHECK_FALSE(fs::exists(src + "/optimizer.prev.safetensors"));
+}

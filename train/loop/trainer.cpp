@@ -137,7 +137,8 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& d
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
   // the masks continue where the checkpoint's run left them (every shard)
   if (resumed) {
-    t.dropout->restore(load_optimizer_state(o.resume, t.start, *t.optimizer), optimizer_path_for(o.resume));
+    t.dropout->restore(load_optimizer_state(o.resume, t.start, *t.optimizer, &resumed->metadata),
+                       optimizer_path_for(o.resume));
     // A run's optimizer steps once per training step: a state whose own count is another (a
     // damaged file, or one from another run) would continue with Adam's bias corrections of
     // another step.
@@ -417,6 +418,9 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
     runtime::set_threads(o.threads);
     trainee = trainee_for(o, resumed, *data);
     if (distributed::rank() == 0) out_dir.emplace(o.out_dir, o.resume, o.overwrite);
+    // the run continues in the checkpoint's directory (its lock held): a save interrupted there is
+    // settled before the next one; a resume from elsewhere leaves its source as it is
+    if (out_dir && out_dir->continues_run()) settle_interrupted_save(o.resume, trainee.start);
   });
   if (ranks > 1) {
     check_same_data(*data);
