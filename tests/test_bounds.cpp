@@ -184,6 +184,7 @@ TEST_CASE("a checkpoint whose metadata claims a huge model is refused before the
     CAPTURE(key);
     auto meta = f.metadata;
     meta[key] = value;
+    meta.erase("header_crc32c"); // as a tool that rewrites the header would: the checks behind the checksum
     const std::string bad = dir / ("bad_" + key + ".safetensors");
     io::save_safetensors(bad, f.tensors, meta);
     const auto u = run({"eval", "--checkpoint", bad, "--threads", "1", "--examples", "0"}, dir);

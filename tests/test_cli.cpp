@@ -144,7 +144,7 @@ TEST_CASE("errors: exactly one line on stderr naming the flag and the rule, exit
       {{"--bogus", "1"}, {"unknown flag --bogus", "headgrad train --help"}},
       {{"--steps"}, {"--steps", "needs a value"}},
       {{"--steps", "abc"}, {"--steps", "must be an integer", "'abc'"}},
-      {{"--steps", "99999999999999999999999"}, {"--steps", "must be an integer"}},
+      {{"--steps", "99999999999999999999999"}, {"--steps", "must be at most 9223372036854775807"}},
       {{"--steps", "0"}, {"--steps", "must be at least 1", "got 0"}},
       {{"--batch", "0"}, {"--batch", "must be at least 1", "got 0"}},
       {{"--d-model", "-4"}, {"--d-model", "must be at least 1", "got -4"}},

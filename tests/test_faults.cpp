@@ -165,7 +165,8 @@ TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint an
     CHECK(model_step >= 1);
     // 2. The run can be resumed: the optimizer state of the model's step loads - from
     //    optimizer.safetensors, or, when the kill fell between the optimizer and the model write,
-    //    from optimizer.prev.safetensors (which is then made the current file again).
+    //    from optimizer.prev.safetensors (which a run resuming in this directory then makes the
+    //    current file again: settle_interrupted_save).
     bool ahead = !fs::exists(optim);
     if (!ahead) {
       try {
@@ -179,6 +180,7 @@ TEST_CASE("SIGKILL during checkpoint writes never leaves a corrupt checkpoint an
       train::LoadedRun run = train::load_model_checkpoint(model.string());
       auto opt = train::make_optimizer(run.config, run.model->named_parameters());
       train::load_optimizer_state(model.string(), run.step, *opt);
+      train::settle_interrupted_save(model.string(), run.step);
       CHECK(std::stoll(io::load_safetensors(optim.string()).metadata.at("step")) == model_step);
     } catch (const std::exception& e) {
       FAIL("the killed run cannot be resumed: ", e.what());

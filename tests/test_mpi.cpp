@@ -400,6 +400,24 @@ TEST_CASE("a stopped rank (SIGSTOP) ends the job after --rank-timeout with one l
   CHECK(contains(lines[0], "(rank 0 of 2; ending the job)"));
 }
 
+TEST_CASE("a slow but working rank 0 is not taken for a stopped one: evaluations longer than --rank-timeout pass" *
+          doctest::test_suite("mpi")) {
+  TempDir dir;
+  const std::string out = dir / "run";
+  // two evaluations (steps 10 and 20) of several seconds each while rank 1 waits, with a 1 s timeout
+  const auto started = std::chrono::steady_clock::now();
+  const Result r = run(train_argv(2, small(out, 20, {"--eval-every", "10", "--eval-count", "30000", "--rank-timeout",
+                                                     "1"})),
+                       dir);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  MESSAGE("2 ranks, 20 steps, 2 evaluations of 30000 sequences with --rank-timeout 1: ", seconds, " s, exit ", r.rc);
+  INFO("stdout: ", r.out, "\nstderr: ", r.err);
+  CHECK(r.rc == 0);
+  CHECK(seconds > 3); // the evaluations did outlast the timeout
+  CHECK_FALSE(contains(r.err, "did not answer"));
+  CHECK(train::load_model_checkpoint(out + "/model.safetensors").step == 20);
+}
+
 TEST_CASE("a collective gives up after the rank timeout - the lowest live rank names the silent one" *
           doctest::test_suite("mpi")) {
   TempDir dir;

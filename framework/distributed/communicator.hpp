@@ -68,9 +68,18 @@ std::vector<std::string> allgather(const std::string& text);
 
 // How long a collective waits for the other ranks before it gives up (seconds; 0, the default
 // of a program that never sets it: forever). A rank that stops answering - stopped (SIGSTOP),
-// hung, or cut off - would otherwise keep every other rank waiting for good.
+// hung, or cut off - would otherwise keep every other rank waiting for good. What it measures is
+// silence, not work: the wait starts again whenever a rank it waits for sends a heartbeat().
 void set_rank_timeout(double seconds);
 double rank_timeout();
+
+// A sign of life from a rank that works outside the collectives while the others wait for it (rank
+// 0 evaluating or saving): a small message to every other rank, at most one per
+// min(1 s, rank_timeout() / 4) (more frequent calls return at once), on which a waiting rank starts
+// its rank_timeout() wait again. It also answers a waiting rank's "are you there?". Call it between
+// pieces of the work, each much shorter than the timeout: a rank that stops (SIGSTOP) or hangs in
+// a piece sends nothing and is still found. A no-op in a job of one or without a timeout.
+void heartbeat();
 
 // What a collective throws once it has waited rank_timeout(): it then asks every rank whether it
 // is alive (a message each waiting rank answers), and names those that did not answer. Only the

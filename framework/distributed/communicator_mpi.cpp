@@ -26,8 +26,23 @@ Job g_job;
 double g_rank_timeout = 0; // seconds; 0: wait forever
 
 
-constexpr int kPingTag = 1, kPongTag = 2;
+constexpr int kPingTag = 1, kPongTag = 2, kHeartbeatTag = 3;
 int g_ping_payload = 0; // what pings and pongs carry (nothing): static, as their sends outlive the call
+double g_last_heartbeat = -std::numeric_limits<double>::infinity(); // when this rank last sent one
+
+// Receives every heartbeat that has arrived; true if there was one (a rank it may wait for works).
+bool heard_heartbeats() {
+  bool heard = false;
+  for (;;) {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kHeartbeatTag, g_job.control, &arrived, &status);
+    if (!arrived) return heard;
+    int payload = 0;
+    MPI_Recv(&payload, 1, MPI_INT, status.MPI_SOURCE, kHeartbeatTag, g_job.control, MPI_STATUS_IGNORE);
+    heard = true;
+  }
+}
 
 // Answers every ping that has arrived: a rank that waited rank_timeout() asks who is alive. Every
 // wait loop calls it, so a rank that waits in any collective answers within microseconds.
@@ -105,7 +120,9 @@ Survey ask_every_rank(double grace) {
 // After rank_timeout() it asks who is alive: the lowest rank that is throws RankTimeout naming
 // the silent ones; another waits once more as long (that rank ends the job) before it throws too.
 // A rank that was itself stopped (a gap between two polls) starts its wait again: the time it
-// did not run is not the others' fault (Open MPI continues a stopped rank to end the job).
+// did not run is not the others' fault (Open MPI continues a stopped rank to end the job). So does
+// a rank that hears a heartbeat (another rank works, e.g. rank 0 evaluating): the timeout measures
+// how long the ranks waited for have been silent, not how long the collective took.
 void wait_all(MPI_Request* requests, int count) {
   const double start = runtime::seconds_now(), timeout = g_rank_timeout;
   const double spin_until = start + 300e-6, pause = std::min(1.0, timeout / 2);
@@ -120,6 +137,7 @@ void wait_all(MPI_Request* requests, int count) {
     answer_pings();
     const double t = runtime::seconds_now();
     if (timeout > 0 && t - last > pause) deadline = std::max(deadline, t + timeout); // this rank did not run
+    if (heard_heartbeats() && timeout > 0) deadline = std::max(deadline, t + timeout); // a rank is working
     last = t;
     if (t >= deadline) {
       if (!asked.empty()) throw RankTimeout(asked, silent);
@@ -233,6 +251,7 @@ Session::Session(int& argc, char**& argv) {
 
 Session::~Session() {
   if (!g_job.running) return;
+  heard_heartbeats(); // the last ones, received before the communicator goes
   MPI_Comm_free(&g_job.comm);
   MPI_Comm_free(&g_job.control);
   g_job = Job{};
@@ -253,6 +272,20 @@ void set_rank_timeout(double seconds) {
   g_rank_timeout = seconds;
 }
 double rank_timeout() { return g_rank_timeout; }
+
+void heartbeat() {
+  if (!g_job.running || g_job.size == 1 || g_rank_timeout <= 0) return;
+  const double now = runtime::seconds_now();
+  if (now - g_last_heartbeat < std::min(1.0, g_rank_timeout / 4)) return;
+  g_last_heartbeat = now;
+  for (int r = 0; r < g_job.size; ++r) {
+    if (r == g_job.rank) continue;
+    MPI_Request beat;
+    MPI_Isend(&g_ping_payload, 1, MPI_INT, r, kHeartbeatTag, g_job.control, &beat);
+    MPI_Request_free(&beat); // a few bytes, sent eagerly; a stopped rank need not take it
+  }
+  answer_pings(); // a rank that waited long enough to ask is answered too
+}
 
 std::int64_t allreduce_max(std::int64_t value) {
   allreduce(&value, 1, MPI_INT64_T, MPI_MAX);

@@ -55,6 +55,7 @@ void set_rank_timeout(double seconds) {
   g_rank_timeout = seconds;
 }
 double rank_timeout() { return g_rank_timeout; }
+void heartbeat() {} // a job of one: nobody waits
 std::int64_t allreduce_max(std::int64_t value) { return value; }
 std::int64_t allreduce_min(std::int64_t value) { return value; }
 void broadcast(void*, std::size_t, int) {}

@@ -6,8 +6,19 @@
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <limits>
+#include <unistd.h>
 
 namespace headgrad::cli {
+namespace {
+
+// An optional sign and decimal digits: an integer, whatever its size.
+bool is_integer_text(const std::string& v) {
+  const std::size_t digits = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+  return v.size() > digits && v.find_first_not_of("0123456789", digits) == std::string::npos;
+}
+
+} // namespace
 
 const FlagSpec& Args::spec(const std::string& name) const {
   for (const auto& s : specs_)
@@ -50,9 +61,11 @@ void Args::parse(int argc, char** argv, int first, std::vector<std::string>* pos
       if (i + 1 >= argc) throw CliError(fmt::format("--{} needs a value ({})", name, s->help));
       value = argv[++i];
     }
-    // Validate the type now, so the error names the flag even if the value is read later.
+    // Validate the syntax now, so the error names the flag even if the value is read later (the
+    // range is the reader's: integer(), integer_in(), unsigned_integer()).
     values_[name] = value;
-    if (s->kind == Kind::integer) (void)integer(name);
+    if (s->kind == Kind::integer && !is_integer_text(value))
+      throw CliError(fmt::format("--{} must be an integer, got '{}'", name, value));
     if (s->kind == Kind::real) (void)real(name);
   }
 }
@@ -65,13 +78,36 @@ std::string Args::raw(const std::string& name) const {
 std::string Args::text(const std::string& name) const { return raw(name); }
 
 std::int64_t Args::integer(const std::string& name) const {
+  return integer_in(name, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+}
+
+std::int64_t Args::integer_in(const std::string& name, std::int64_t min, std::int64_t max, const std::string& why) const {
   const std::string v = raw(name);
+  if (!is_integer_text(v)) throw CliError(fmt::format("--{} must be an integer, got '{}'", name, v));
   errno = 0;
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE)
-    throw CliError(fmt::format("--{} must be an integer, got '{}'", name, v));
+  const long long x = std::strtoll(v.c_str(), nullptr, 10); // saturates at the 64-bit range (ERANGE)
+  const bool beyond = errno == ERANGE;                       // past the 64-bit range, on x's side
+  if (x < min || (beyond && x < 0)) throw CliError(fmt::format("--{} must be at least {}{}, got {}", name, min, why, v));
+  if (x > max || beyond) throw CliError(fmt::format("--{} must be at most {}{}, got {}", name, max, why, v));
   return x;
+}
+
+std::uint64_t Args::unsigned_integer(const std::string& name) const {
+  const std::string v = raw(name);
+  if (!is_integer_text(v)) throw CliError(fmt::format("--{} must be an integer, got '{}'", name, v));
+  if (v[0] == '-' && v.find_first_not_of('0', 1) != std::string::npos)
+    throw CliError(fmt::format("--{} must be at least 0, got {}", name, v));
+  errno = 0;
+  const unsigned long long x = std::strtoull(v[0] == '-' ? "0" : v.c_str(), nullptr, 10);
+  if (errno == ERANGE)
+    throw CliError(fmt::format("--{} must be at most {}, got {}", name, std::numeric_limits<std::uint64_t>::max(), v));
+  return x;
+}
+
+int thread_count(const Args& args, const std::string& name) {
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  return static_cast<int>(args.integer_in(name, 1, kThreadsPerCore * cores,
+                                          fmt::format(" ({} x the {} cores of this machine)", kThreadsPerCore, cores)));
 }
 
 double Args::real(const std::string& name) const {
@@ -87,9 +123,7 @@ double Args::real(const std::string& name) const {
 bool Args::flag(const std::string& name) const { return raw(name) == "true"; }
 
 std::int64_t Args::integer_at_least(const std::string& name, std::int64_t min) const {
-  const std::int64_t v = integer(name);
-  if (v < min) throw CliError(fmt::format("--{} must be at least {}, got {}", name, min, v));
-  return v;
+  return integer_in(name, min, std::numeric_limits<std::int64_t>::max());
 }
 
 bool Args::print_help(const std::string& synopsis, const std::string& description, const std::string& after) const {

@@ -14,6 +14,13 @@ struct CliError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+class Args;
+// --threads (or `name`) of a command: at least 1, at most kThreadsPerCore x the cores of this
+// machine (more only time-slices the same cores, and each thread costs memory: 100000 of them
+// crash a run), as an int.
+inline constexpr int kThreadsPerCore = 4;
+int thread_count(const Args& args, const std::string& name = "threads");
+
 enum class Kind { integer, real, text, flag };
 
 struct FlagSpec {
@@ -43,6 +50,12 @@ public:
   bool flag(const std::string& name) const;
   // integer() that must be >= min: "--batch must be at least 1, got 0"
   std::int64_t integer_at_least(const std::string& name, std::int64_t min) const;
+  // An integer in [min, max], for a flag whose type is narrower than 64 bits or that has an upper
+  // bound: "--precision must be at most 12, got 4294967297" (`why` follows the bound: " (4 x the
+  // 2 cores of this machine)"). Never truncated: a value past the 64-bit range gets the same line.
+  std::int64_t integer_in(const std::string& name, std::int64_t min, std::int64_t max, const std::string& why = "") const;
+  // An unsigned 64-bit integer (a seed): every value from 0 to 2^64 - 1.
+  std::uint64_t unsigned_integer(const std::string& name) const;
 
 private:
   const FlagSpec& spec(const std::string& name) const;

@@ -51,7 +51,7 @@ int eval_command(int argc, char** argv) {
   const std::int64_t examples = args.integer_at_least("examples", 0);
   const std::int64_t example = args.integer_at_least("example", 0);
   if (example >= count) throw CliError(fmt::format("--example {} is not below --count {}", example, count));
-  runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
+  runtime::set_threads(thread_count(args));
   train::LoadedRun run = train::load_model_checkpoint(args.text("checkpoint"));
   if (run.config.is_text()) {
     for (const char* toy_only : {"svg", "examples", "example"}) // a toy task's sequences, not a text's windows

@@ -72,8 +72,8 @@ int explain_command(int argc, char** argv) {
   o.hidden = args.integer("hidden");
   o.heads = args.integer("heads");
   o.valid_len = args.integer("valid-len");
-  o.seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
-  o.precision = static_cast<int>(args.integer("precision"));
+  o.seed = args.unsigned_integer("seed");
+  o.precision = static_cast<int>(args.integer_in("precision", 0, 12)); // (explain checks it too)
   o.bias = args.flag("bias");
   o.self_attention = args.flag("self-attention");
   if (o.self_attention && args.given("queries"))

@@ -38,10 +38,8 @@ void read_flag(const Args& a, const train::FieldInfo& f, std::string& v) { v = a
 void read_flag(const Args& a, const train::FieldInfo& f, std::int64_t& v) { v = a.integer(f.flag); }
 void read_flag(const Args& a, const train::FieldInfo& f, double& v) { v = a.real(f.flag); }
 void read_flag(const Args& a, const train::FieldInfo& f, std::uint64_t& v) {
-  // an unsigned field cannot hold the negative value its rule refuses: check it while signed
-  const std::int64_t x = a.integer(f.flag);
-  if (const std::string error = train::rule_error(f, x); !error.empty()) throw CliError(error);
-  v = static_cast<std::uint64_t>(x);
+  v = a.unsigned_integer(f.flag); // the whole unsigned range; a negative value is refused
+  if (const std::string error = train::rule_error(f, v); !error.empty()) throw CliError(error);
 }
 
 } // namespace

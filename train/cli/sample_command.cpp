@@ -76,9 +76,9 @@ int sample_command(int argc, char** argv) {
   if (!(o.sample.temperature >= 0.0) || o.sample.temperature > 1e6)
     throw CliError(fmt::format("--temperature must be between 0 (greedy) and 1e6, got {}", args.text("temperature")));
   const std::int64_t top_k = args.integer_at_least("top-k", 0);
-  const auto seed = static_cast<std::uint64_t>(args.integer_at_least("seed", 0));
+  const std::uint64_t seed = args.unsigned_integer("seed");
   o.kv_cache = !args.flag("no-cache");
-  runtime::set_threads(static_cast<int>(args.integer_at_least("threads", 1)));
+  runtime::set_threads(thread_count(args));
 
   train::LoadedRun run = train::load_model_checkpoint(path);
   const data::Tokenizer tokenizer = train::checkpoint_tokenizer(run.config, run.metadata, path);

@@ -38,7 +38,7 @@ std::vector<FlagSpec> train_flags() {
   flags.insert(flags.end(), {
       {"threads", Kind::integer, cores,
        "threads for all compute: in training each runs shards of the batch (see --shards), in evaluation the ops "
-       "are split over them (OpenMP)"},
+       "are split over them (OpenMP); at most 4 x this machine's cores"},
       {"graph", Kind::text, "",
        "first write the autograd graph of one training step (op, shape, gradient norm per node) as DOT, and SVG "
        "when Graphviz's dot is installed",
@@ -81,7 +81,7 @@ TrainRequest train_request(const Args& args) {
   TrainRequest r;
   train::TrainOptions& o = r.options;
   o.run = run_config_from_flags(args, RunFields::all);
-  o.threads = args.given("threads") ? static_cast<int>(args.integer_at_least("threads", 1)) : default_threads();
+  o.threads = args.given("threads") ? thread_count(args) : default_threads();
   read_train_options(args, o);
   r.graph = args.text("graph");
   if (o.reshard && o.resume.empty())
@@ -227,16 +227,25 @@ void print_profile(const train::TrainSummary& s) {
              static_cast<double>(a.bytes_cached) / (1 << 20), static_cast<double>(a.arena_bytes) / (1 << 20));
 }
 
-void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
-  const char* bf16 = o.run.precision == "bf16" ? ", precision bf16" : "";
+// The summary's evaluation: what the last completed one measured (and at which step, if not the
+// last), or that there was none - an interrupted run does not print numbers it never measured.
+std::string summary_evaluation(const train::TrainOptions& o, const train::TrainSummary& s) {
+  if (!s.evaluated) return "no evaluation";
+  const std::string at = s.eval_step == s.steps ? "" : fmt::format(" (at step {})", s.eval_step);
   if (o.run.is_text())
-    fmt::print("done: steps {}, loss {:.4f}, val loss {:.4f} ({:.3f} bits per token), {:.0f} tokens/s, {:.1f} s{}{}{}\n",
-               s.steps, s.loss, s.eval.loss, s.eval.loss / std::numbers::ln2, s.tokens_per_s, s.seconds, bf16,
-               s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
-  else
-    fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}{}{}\n",
-               s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds, bf16,
-               s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
+    return fmt::format("val loss {:.4f} ({:.3f} bits per token){}", s.eval.loss, s.eval.loss / std::numbers::ln2, at);
+  return fmt::format("token acc {:.4f}, seq acc {:.4f}{}", s.eval.token_acc, s.eval.seq_acc, at);
+}
+
+// A measured number for --json, or null.
+std::string json_number(bool measured, double v, int decimals) {
+  return measured ? fmt::format("{:.{}f}", v, decimals) : "null";
+}
+
+void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
+  fmt::print("done: steps {}, loss {:.4f}, {}, {:.0f} tokens/s, {:.1f} s{}{}{}\n", s.steps, s.loss,
+             summary_evaluation(o, s), s.tokens_per_s, s.seconds, o.run.precision == "bf16" ? ", precision bf16" : "",
+             s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
   if (!o.json && o.run.is_text())
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}; sample with: headgrad sample --checkpoint {}\n", o.out_dir,
                o.out_dir, s.checkpoint, train::shell_quote(s.checkpoint));
@@ -252,13 +261,18 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
                                    static_cast<double>(c.bytes) / steps, c.comm_seconds / steps,
                                    c.comm_seconds > 0 ? c.overlapped_seconds / c.comm_seconds : 0.0,
                                    c.wait_seconds / steps);
-    fmt::print("{{\"steps\": {}, \"loss\": {:.6f}, \"token_acc\": {:.6f}, \"seq_acc\": {:.6f}, \"eval_loss\": {:.6f}, "
-               "\"tokens_per_s\": {:.1f}, \"train_seconds\": {:.3f}, \"seconds\": {:.3f}, \"interrupted\": {}, "
-               "\"ranks\": {}, \"threads\": {}, \"shards\": {}, \"reference\": {}, \"precision\": \"{}\"{}, "
+    // what this invocation did not measure is null: the loss and speed without a step, the
+    // evaluation without a completed one
+    const bool trained = !s.losses.empty();
+    fmt::print("{{\"steps\": {}, \"loss\": {}, \"token_acc\": {}, \"seq_acc\": {}, \"eval_loss\": {}, "
+               "\"eval_step\": {}, \"tokens_per_s\": {}, \"train_seconds\": {:.3f}, \"seconds\": {:.3f}, "
+               "\"interrupted\": {}, \"ranks\": {}, \"threads\": {}, \"shards\": {}, \"reference\": {}, \"precision\": \"{}\"{}, "
                "\"out\": \"{}\"}}\n",
-               s.steps, s.loss, s.eval.token_acc, s.eval.seq_acc, s.eval.loss, s.tokens_per_s, s.train_seconds,
-               s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, s.shards, s.reference ? "true" : "false",
-               o.run.precision, comm, o.out_dir);
+               s.steps, json_number(trained, s.loss, 6), json_number(s.evaluated, s.eval.token_acc, 6),
+               json_number(s.evaluated, s.eval.seq_acc, 6), json_number(s.evaluated, s.eval.loss, 6),
+               s.evaluated ? std::to_string(s.eval_step) : "null", json_number(trained, s.tokens_per_s, 1),
+               s.train_seconds, s.seconds, s.interrupted ? "true" : "false", s.ranks, o.threads, s.shards,
+               s.reference ? "true" : "false", o.run.precision, comm, o.out_dir);
   }
 }
 
@@ -285,8 +299,9 @@ int train_command(int argc, char** argv) {
                       "CPU size) the defaults are instead:\n    {}\n(--text, --tokenizer, --context and --tie-weights "
                       "are refused with a toy task, --vocab, --max-len and --min-len with --task text.)\n\n"
                       "Ctrl-C, SIGTERM or SIGHUP saves a checkpoint and exits 130, 143 or 129 (128 + the signal, as "
-                      "shells expect);\nduring start-up the run stops before its first step, saving nothing; a second "
-                      "signal ends it at once.\nExit 2: a usage error, or a configuration estimated not to fit in this "
+                      "shells expect),\ncutting an evaluation under way short; during start-up the run stops before its "
+                      "first step, saving\nnothing; a second signal ends it at once, or right after the first one's "
+                      "checkpoint is written.\nExit 2: a usage error, or a configuration estimated not to fit in this "
                       "machine's memory (refused at\nstart-up with both numbers); 3: a non-finite loss or gradient (the "
                       "last checkpoint is intact).\n",
                       cli::text_defaults_help()));

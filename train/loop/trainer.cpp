@@ -46,13 +46,36 @@ namespace fs = std::filesystem;
 // lost.
 std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free);
+// Whether steps have finished since the last save, and a second signal held until they are saved:
+// 0 none (nothing trained yet in this process, or all of it saved), -1 unsaved steps, a signal
+// number: unsaved steps and a second signal that ends the process once they are saved. One atomic,
+// so that the handler and the end of a save cannot both miss the held signal.
+std::atomic<int> g_unsaved{0};
+
 extern "C" void on_stop_signal(int sig) {
   if (g_stop.exchange(sig, std::memory_order_relaxed) != 0) {
-    // A second signal: the user does not want to wait for the save. End as the signal's default
-    // action would (every checkpoint on disk is complete: they are written atomically). signal()
-    // and raise() are async-signal-safe.
+    // A second signal: the user (or a scheduler's TERM then TERM) does not want to wait. Unless
+    // the first signal's checkpoint is still to be written - then it is held until that save
+    // completes (end_of_save) - end as the signal's default action would (every checkpoint on
+    // disk is complete: they are written atomically). signal() and raise() are async-signal-safe.
+    int unsaved = -1;
+    if (g_unsaved.compare_exchange_strong(unsaved, sig) || unsaved > 0) return; // held
     std::signal(sig, SIG_DFL);
     std::raise(sig);
+  }
+}
+
+// A step finished: its work is not on disk yet (a held signal stays held).
+void step_unsaved() {
+  int none = 0;
+  g_unsaved.compare_exchange_strong(none, -1);
+}
+
+// A save completed: a second signal held for it now ends the process, as it would have at once.
+void end_of_save() {
+  if (const int held = g_unsaved.exchange(0); held > 0) {
+    std::signal(held, SIG_DFL);
+    std::raise(held);
   }
 }
 
@@ -121,7 +144,8 @@ Trainee trainee_for(const TrainOptions& o, LoadedRun* resumed, const TaskData& d
   t.optimizer = make_optimizer(o.run, t.model->named_parameters());
   // the masks continue where the checkpoint's run left them (every shard)
   if (resumed) {
-    t.dropout->restore(load_optimizer_state(o.resume, t.start, *t.optimizer), optimizer_path_for(o.resume));
+    t.dropout->restore(load_optimizer_state(o.resume, t.start, *t.optimizer, &resumed->metadata),
+                       optimizer_path_for(o.resume));
     // A run's optimizer steps once per training step: a state whose own count is another (a
     // damaged file, or one from another run) would continue with Adam's bias corrections of
     // another step.
@@ -200,6 +224,7 @@ private:
 
   // Step s and what follows it (log, progress, evaluation, save); false: stop the run here.
   bool step(std::int64_t s) {
+    step_unsaved(); // from its start: a first signal now saves this step, a second one waits for that
     const double t0 = runtime::seconds_now();
     const data::Batch batch = data_.batch(static_cast<std::uint64_t>(s - 1), cfg_.batch);
     const double lr = schedule_.at(s);
@@ -218,12 +243,13 @@ private:
 
     const bool eval_now = o_.eval_every > 0 && s % o_.eval_every == 0;
     if (eval_now && t_.across_ranks) check_no_drift(*t_.model, s);
-    if (eval_now) evaluate_at(s);
+    // (an evaluation a stop signal cut short is no result: it neither logs nor reaches the goal)
+    const bool evaluated = eval_now && evaluate_at(s);
     if ((o_.save_every > 0 && s % o_.save_every == 0) || (o_.save_every == 0 && eval_now)) save(s);
-    const bool goal = eval_now && sum_.eval.seq_acc >= o_.stop_at_seq_acc;
+    const bool goal = evaluated && sum_.eval.seq_acc >= o_.stop_at_seq_acc;
     const Stop stop = agreed_stop(stop_now(goal));
     if (stop.signal) {
-      save(s);
+      if (last_saved_ != s) save(s);
       g_stop.store(0, std::memory_order_relaxed); // handled
       sum_.interrupted = true;
       sum_.stop_signal = stop.signal;
@@ -233,13 +259,30 @@ private:
   }
 
   // Rank 0 evaluates and writes; the other ranks go on to the next step and wait for it there.
-  void evaluate_at(std::int64_t s) {
+  // Between chunks rank 0 checks for a stop signal (the evaluation then ends at once: false, and
+  // nothing is logged; the run saves and stops) and tells the waiting ranks it is working
+  // (distributed::heartbeat: they do not take it for a stopped rank).
+  bool evaluate_at(std::int64_t s) {
     last_eval_step_ = s; // on every rank: the final save (a collective) follows from it alike
-    if (!root_) return;
-    sum_.eval = evaluate(*t_.model, data_.eval_rows(o_.eval_count), cfg_.sequence_length()); // streamed
+    if (!root_) return true;
+    const EvalRows rows = data_.eval_rows(o_.eval_count);
+    bool stopped = false;
+    const EvalResult e = evaluate(
+        *t_.model,
+        [&](std::int64_t n) {
+          distributed::heartbeat();
+          if (g_stop.load(std::memory_order_relaxed) != 0) stopped = true;
+          return stopped ? data::Batch{} : rows(n);
+        },
+        cfg_.sequence_length()); // streamed
+    if (stopped) return false;
+    sum_.eval = e;
+    sum_.evaluated = true;
+    sum_.eval_step = s;
     progress_.eval(s, sum_.eval);
     csv_->eval_row(s, sum_.eval);
     draw_curves();
+    return true;
   }
 
   // The picture is a view of metrics.csv: if it cannot be drawn, training goes on (said once).
@@ -257,15 +300,28 @@ private:
   void save(std::int64_t s) {
     CheckpointExtras extras{data_.checkpoint_metadata(), t_.dropout->states()};
     if (csv_) csv_->flush();
-    if (root_) save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s, extras);
+    if (root_) {
+      distributed::heartbeat(); // the other ranks wait while rank 0 writes
+      save_checkpoint(model_path_, *t_.model, t_.optimizer.get(), cfg_, s, extras);
+      distributed::heartbeat();
+    }
     sum_.checkpoint = model_path_;
+    last_saved_ = s;
+    end_of_save();
   }
 
-  // The last step is evaluated and saved, unless that happened already in the loop.
+  // The last step is evaluated and saved, unless that happened already in the loop. A stop signal
+  // cuts the evaluation short: the step is saved all the same, and the run ends as interrupted.
   void final_evaluation_and_save() {
     const bool evaluated = last_eval_step_ == sum_.steps;
     if (!evaluated) evaluate_at(sum_.steps);
     if (sum_.checkpoint.empty() || !evaluated || o_.save_every > 0) save(sum_.steps);
+    if (const Stop stop = agreed_stop(stop_now(false)); stop.signal) {
+      g_stop.store(0, std::memory_order_relaxed); // handled
+      sum_.interrupted = true;
+      sum_.stop_signal = stop.signal;
+      progress_.interrupted(sum_.steps, model_path_);
+    }
   }
 
   // For error messages: the newest checkpoint on disk (this run's, else the one it resumed from).
@@ -299,6 +355,7 @@ private:
   TrainSummary sum_;
   double train_seconds_ = 0;
   std::int64_t last_eval_step_ = -1;
+  std::int64_t last_saved_ = -1; // the step of this invocation's last save
   const bool continues_log_;
 };
 
@@ -369,6 +426,9 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
     runtime::set_threads(o.threads);
     trainee = trainee_for(o, resumed, *data);
     if (distributed::rank() == 0) out_dir.emplace(o.out_dir, o.resume, o.overwrite);
+    // the run continues in the checkpoint's directory (its lock held): a save interrupted there is
+    // settled before the next one; a resume from elsewhere leaves its source as it is
+    if (out_dir && out_dir->continues_run()) settle_interrupted_save(o.resume, trainee.start);
   });
   if (ranks > 1) {
     check_same_data(*data);

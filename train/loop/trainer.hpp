@@ -17,7 +17,9 @@ namespace headgrad::train {
 struct TrainSummary {
   std::int64_t steps = 0;          // optimizer steps done in total (including resumed ones)
   double loss = 0;                 // mean training loss over the last (up to) 50 steps
-  EvalResult eval;
+  EvalResult eval;                 // the last evaluation this invocation completed, if `evaluated`
+  bool evaluated = false;          // false: none (e.g. a stop signal came first): `eval` means nothing
+  std::int64_t eval_step = 0;      // the step `eval` was measured at
   double tokens_per_s = 0;         // (batch * max_len) positions per second of training time
   double seconds = 0;              // wall time of this invocation's loop
   double train_seconds = 0;        // the part of it spent in training steps
@@ -66,11 +68,14 @@ void check_precision(const RunConfig& run);
 std::string precision_note(const RunConfig& run);
 
 // SIGINT, SIGTERM and SIGHUP (a closed terminal; treated as SIGTERM) set a flag the loop checks
-// between steps; the run saves a checkpoint and returns, with TrainSummary::stop_signal saying
+// between steps and an evaluation between its chunks (one is cut short: not logged); the run saves
+// the checkpoint of its last finished step and returns, with TrainSummary::stop_signal saying
 // which signal (`headgrad train` then exits 128 + its number: 130, 143, 129, as shells expect).
 // A signal that comes during start-up (before the first step: reading the corpus, building the
 // model) is kept, and the run stops before its first step, saving nothing. A second signal ends
-// the process at once, as the signal's default action (every checkpoint on disk stays complete).
+// the process as the signal's default action: at once, unless the first one's checkpoint is still
+// to be written - then right after that save (every checkpoint on disk stays complete, and none
+// the first signal would have saved is lost).
 // (mpirun turns a Ctrl-C into SIGTERM for every rank, and SIGKILL a second later.) Install it
 // first thing, before the run starts up.
 void install_interrupt_handler();

@@ -1,9 +1,12 @@
 #include "train/run/checkpoint.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <set>
 
+#include "framework/io/crc32c.hpp"
 #include "framework/io/restore.hpp"
 #include "framework/io/safetensors.hpp"
 #include "train/run/run_model.hpp"
@@ -39,6 +42,51 @@ void read_value(const std::map<std::string, std::string>& meta, const std::strin
         fmt::format("{}: checkpoint metadata '{}' = '{}' is not {}", source, key, text, value_kind(value)));
 }
 
+// The header's checksum: CRC-32C of the metadata (every entry but this one, in key order) and the
+// tensor table (names in order, with dtype and shape), as 8 hex digits. The tensors' bytes have
+// checksums of their own (io::SaveOptions::checksums); this covers what they do not: the run's
+// config and step, so that a flipped bit in "lr" is refused rather than resumed with.
+constexpr const char* kHeaderChecksumKey = "header_crc32c";
+
+std::string header_checksum(const std::map<std::string, std::string>& meta, const NamedTensors& tensors) {
+  std::string text;
+  for (const auto& [k, v] : meta)
+    if (k != kHeaderChecksumKey) text += k + '\0' + v + '\n';
+  std::vector<const std::pair<std::string, Tensor>*> sorted;
+  for (const auto& nt : tensors) sorted.push_back(&nt);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (const auto* nt : sorted) text += fmt::format("{}\t{}\t{}\n", nt->first, dtype_name(nt->second.dtype()), nt->second.shape());
+  return fmt::format("{:08x}", io::crc32c(text.data(), text.size()));
+}
+
+// A file written with a header checksum must match it (files from before it load as they did).
+void check_header_checksum(const io::SafetensorsFile& f, const std::string& source) {
+  const auto it = f.metadata.find(kHeaderChecksumKey);
+  if (it == f.metadata.end()) return;
+  const std::string computed = header_checksum(f.metadata, f.tensors);
+  if (it->second != computed)
+    throw std::invalid_argument(fmt::format("{}: the header fails its checksum (stored {}, computed {}): the file is "
+                                            "corrupt or was edited",
+                                            source, it->second, computed));
+}
+
+// Weights or optimizer state that are NaN or infinite are refused by name: a run that diverged
+// before it saved, or a damaged file, would otherwise evaluate to "loss nan" or train on from it.
+void refuse_non_finite(const NamedTensors& tensors, const std::string& source) {
+  for (const auto& [name, t] : tensors) {
+    if (t.dtype() != DType::f32 && t.dtype() != DType::f64) continue;
+    const Tensor c = t.contiguous();
+    const std::int64_t n = c.numel();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double x = c.dtype() == DType::f32 ? static_cast<double>(c.data<float>()[i]) : c.data<double>()[i];
+      if (std::isfinite(x)) continue;
+      throw std::invalid_argument(fmt::format("{}: tensor '{}' holds {} (element {}): not a usable checkpoint (a run "
+                                              "that diverged before it saved, or a damaged file)",
+                                              source, name, std::isnan(x) ? "NaN" : x > 0 ? "inf" : "-inf", i));
+    }
+  }
+}
+
 } // namespace
 
 std::map<std::string, std::string> run_metadata(const RunConfig& c, std::int64_t step) {
@@ -60,6 +108,7 @@ RunConfig run_config_from_metadata(const std::map<std::string, std::string>& m, 
   });
   read_value(m, "step", src, step);
   try {
+    c.validate(); // the flags' own checks: a value `headgrad train` refuses is refused here too
     if (c.is_text()) {
       c.gpt_config().validate();
     } else {
@@ -85,9 +134,16 @@ void save_checkpoint(const std::string& model_path, const models::TokenModel& mo
                      const RunConfig& cfg, std::int64_t step, const CheckpointExtras& extras) {
   auto meta = run_metadata(cfg, step);
   meta.insert(extras.metadata.begin(), extras.metadata.end());
+  meta.erase(kHeaderChecksumKey); // each file's own, below
   const io::SaveOptions checked{.checksums = true}; // a flipped bit is refused when the run is loaded
+  auto with_checksum = [&meta](const NamedTensors& tensors) {
+    std::map<std::string, std::string> m = meta;
+    m[kHeaderChecksumKey] = header_checksum(meta, tensors);
+    return m;
+  };
+  const NamedTensors params = model.named_parameters();
   if (!optimizer) {
-    io::save_safetensors(model_path, model.named_parameters(), meta, checked);
+    io::save_safetensors(model_path, params, with_checksum(params), checked);
     return;
   }
   // Kill points and what they leave (model M = the step on disk before this save, N = this one):
@@ -101,8 +157,8 @@ void save_checkpoint(const std::string& model_path, const models::TokenModel& mo
   if (std::filesystem::exists(cur, ec)) std::filesystem::rename(cur, prev);
   NamedTensors state = optimizer->state();
   state.insert(state.end(), extras.run_state.begin(), extras.run_state.end());
-  io::save_safetensors(cur, state, meta, checked);
-  io::save_safetensors(model_path, model.named_parameters(), meta, checked);
+  io::save_safetensors(cur, state, with_checksum(state), checked);
+  io::save_safetensors(model_path, params, with_checksum(params), checked);
   std::filesystem::remove(prev, ec); // best effort: a leftover prev is never preferred over a match
 }
 
@@ -135,8 +191,10 @@ void check_model_fits_file(const RunConfig& cfg, const io::SafetensorsFile& f, c
 
 LoadedRun load_model_checkpoint(const std::string& model_path) {
   io::SafetensorsFile f = io::load_safetensors(model_path);
+  check_header_checksum(f, model_path);
   LoadedRun run;
   run.config = run_config_from_metadata(f.metadata, model_path, run.step);
+  refuse_non_finite(f.tensors, model_path);
   check_model_fits_file(run.config, f, model_path);
   run.model = make_model(run.config, run.config.seed);
   io::restore_parameters(*run.model, f.tensors, model_path);
@@ -150,6 +208,7 @@ namespace {
 
 // The optimizer's entries to it, and the run state's returned.
 NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& source, optim::Optimizer& optimizer) {
+  refuse_non_finite(f.tensors, source);
   NamedTensors run_state;
   for (const auto& [name, t] : f.tensors)
     if (is_dropout_state(name)) run_state.emplace_back(name, t);
@@ -157,14 +216,41 @@ NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& sour
   return run_state;
 }
 
+// Both files of a checkpoint carry the same metadata (but the header checksum, which covers each
+// file's own tensors): an optimizer file whose metadata differs belongs to another run, or one of
+// the two was edited. (The step is compared by the caller: an older state is looked for elsewhere.)
+void check_same_metadata(const std::map<std::string, std::string>& optimizer_meta,
+                         const std::map<std::string, std::string>& model_meta, const std::string& source) {
+  auto value = [](const std::map<std::string, std::string>& m, const std::string& key) {
+    const auto it = m.find(key);
+    return it == m.end() ? std::string("(missing)") : it->second;
+  };
+  std::set<std::string> keys;
+  for (const auto& [k, v] : optimizer_meta) keys.insert(k);
+  for (const auto& [k, v] : model_meta) keys.insert(k);
+  for (const std::string& k : keys) {
+    if (k == kHeaderChecksumKey || k == "step") continue;
+    if (value(optimizer_meta, k) != value(model_meta, k))
+      throw std::invalid_argument(fmt::format("{}: metadata '{}' is {} but the model file's is {} (the two files are "
+                                              "from different runs, or one was edited)",
+                                              source, k, value(optimizer_meta, k), value(model_meta, k)));
+  }
+}
+
 } // namespace
 
-NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer) {
+NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer,
+                                  const std::map<std::string, std::string>* model_metadata) {
   const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
   auto step_of = [](const io::SafetensorsFile& f, const std::string& source) {
+    check_header_checksum(f, source);
     std::int64_t s = 0;
     (void)run_config_from_metadata(f.metadata, source, s);
     return s;
+  };
+  auto load = [&](const io::SafetensorsFile& f, const std::string& source) {
+    if (model_metadata) check_same_metadata(f.metadata, *model_metadata, source);
+    return load_state_of(f, source, optimizer);
   };
   std::error_code ec;
   const bool have_cur = std::filesystem::exists(path, ec), have_prev = std::filesystem::exists(prev, ec);
@@ -172,21 +258,34 @@ NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t mo
   if (have_cur || !have_prev) { // no file at all: load_safetensors names the missing path
     io::SafetensorsFile f = io::load_safetensors(path);
     cur_step = step_of(f, path);
-    if (cur_step == model_step) return load_state_of(f, path, optimizer);
+    if (cur_step == model_step) return load(f, path);
   }
   if (have_prev) { // a save was interrupted between the optimizer and the model write
     io::SafetensorsFile f = io::load_safetensors(prev);
-    if (step_of(f, prev) == model_step) {
-      NamedTensors run_state = load_state_of(f, prev, optimizer);
-      std::filesystem::rename(prev, path); // the matching state is the current one again
-      return run_state;
-    }
+    if (step_of(f, prev) == model_step) return load(f, prev); // read only: settle_interrupted_save renames it
   }
   if (!have_cur)
     throw std::invalid_argument(fmt::format("{}: missing, and {} is not from the model's step {}", path, prev,
                                             model_step));
   throw std::invalid_argument(fmt::format("{}: optimizer state is from step {} but the model is from step {}", path,
                                           cur_step, model_step));
+}
+
+void settle_interrupted_save(const std::string& model_path, std::int64_t model_step) {
+  const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
+  std::error_code ec;
+  if (!std::filesystem::exists(prev, ec)) return;
+  auto step_in = [](const std::string& file) -> std::int64_t {
+    try {
+      std::int64_t s = -1;
+      (void)run_config_from_metadata(io::load_safetensors(file).metadata, file, s);
+      return s;
+    } catch (const std::exception&) {
+      return -1;
+    }
+  };
+  if (std::filesystem::exists(path, ec) && step_in(path) == model_step) return; // prev is stale: the next save drops it
+  if (step_in(prev) == model_step) std::filesystem::rename(prev, path); // the matching state is the current one again
 }
 
 } // namespace headgrad::train

@@ -54,13 +54,24 @@ struct LoadedRun {
   std::unique_ptr<models::TokenModel> model;    // the config's model (train/run/run_model.hpp)
   std::map<std::string, std::string> metadata; // the model file's, all of it
 };
-// Loads and checks the model file (every parameter present with the right shape, nothing extra).
+// Loads and checks the model file: its header checksum, its config as the flags are checked
+// (RunConfig::validate), every parameter present with the right shape, nothing extra, every value
+// finite (a NaN or Inf is refused naming the tensor). The optimizer state is checked the same way.
 LoadedRun load_model_checkpoint(const std::string& model_path);
 // Loads the optimizer state saved beside `model_path`, whose step is `model_step`, into
 // `optimizer`: optimizer.safetensors if its step is the model's, else optimizer.prev.safetensors
-// if that one's is (a save was killed between the optimizer and the model write; the prev file
-// then becomes optimizer.safetensors again). Throws std::invalid_argument naming the steps when
-// neither matches. Returns the run state kept in that file (CheckpointExtras::run_state).
-NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer);
+// if that one's is (a save was killed between the optimizer and the model write). It only reads:
+// a resume from another directory never writes its source (settle_interrupted_save does, for a
+// run that continues in the checkpoint's own directory). Throws std::invalid_argument naming the
+// steps when neither matches, and, given the model file's metadata (LoadedRun::metadata), when the
+// optimizer file's differs from it (another run's file, or an edited one). Returns the run state
+// kept in that file (CheckpointExtras::run_state).
+NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer,
+                                  const std::map<std::string, std::string>* model_metadata = nullptr);
+// After a save killed between the optimizer and the model write (model M, optimizer N, prev M):
+// optimizer.prev.safetensors becomes optimizer.safetensors again, so that the next save's
+// rename of the current file does not replace the only state of step M. For the run that continues
+// in this directory, holding its lock (train/run/run_directory.hpp).
+void settle_interrupted_save(const std::string& model_path, std::int64_t model_step);
 
 } // namespace headgrad::train

@@ -11,10 +11,11 @@
 
 namespace headgrad::train {
 
-// How long a rank waits for the others in a collective before the job ends (seconds; see
-// distributed::set_rank_timeout). 5 minutes: well above the longest wait of a healthy run (the
-// other ranks waiting while rank 0 evaluates, saves and draws, or while a rank reads a large corpus
-// or checkpoint at start-up: seconds to a minute here), so that only a rank that stopped trips it,
+// How long a rank waits in a collective without a sign of life from the others before the job
+// ends (seconds; see distributed::set_rank_timeout: rank 0 evaluating or saving sends heartbeats,
+// which restart the wait). 5 minutes: well above the longest silent wait of a healthy run (a rank
+// reading a large corpus or checkpoint at start-up: seconds to a minute here), so that only a rank
+// that stopped trips it,
 // and a stalled job holds its machines 5 minutes rather than PyTorch's 30 (the default timeout of
 // torch.distributed.init_process_group, sized for jobs whose checkpoints take that long).
 inline constexpr double kDefaultRankTimeout = 300;
@@ -71,9 +72,11 @@ template <typename Visit> void visit_train_options(Visit&& visit) {
                    "with --resume: continue with another --shards than the checkpoint's (the run's bits then change)"},
         &O::reshard);
   visit(OptionInfo{"rank-timeout", "",
-                   "under MPI: end the job, naming the rank, when a collective has waited this long for one (0: wait "
-                   "forever). 5 minutes outlast every wait of a healthy run (rank 0 evaluating and saving while the "
-                   "others wait, a slow start-up) yet free a stalled job's machines sooner than PyTorch's default of "
+                   "under MPI: end the job, naming the rank, when a collective has heard nothing from a rank it "
+                   "waits for this long (0: wait forever). It measures silence: rank 0 evaluating or saving sends "
+                   "the waiting ranks a heartbeat at least every second, which starts their wait again, so a long "
+                   "evaluation passes and a stopped or hung rank is found. 5 minutes outlast every silent wait of a "
+                   "healthy run (a slow start-up) yet free a stalled job's machines sooner than PyTorch's default of "
                    "30 minutes",
                    at_least(0, " (0: wait forever)"), true, "SECONDS"},
         &O::rank_timeout);
