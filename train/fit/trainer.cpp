@@ -20,6 +20,7 @@
 #include "train/loop/progress.hpp"
 #include "train/parallel/dropout_state.hpp"
 #include "train/parallel/parallel_step.hpp"
+#include "train/parallel/rank_checks.hpp"
 #include "train/parallel/rank_shard.hpp"
 #include "train/parallel/thread_replicas.hpp"
 #include "train/run/checkpoint_files.hpp"
@@ -202,7 +203,10 @@ TrainerCore::TrainerCore(Factory factory, Loss loss, MakeOptimizer make_optimize
   });
   s.done = s.start;
   s.continues_log = s.dir && s.dir->continues_run();
-  if (ranks > 1) s.across_ranks = gradient_allreduce_for(*s.model, s.replicas.get(), s.shards);
+  if (ranks > 1) {
+    check_same_start(*s.model, *s.optimizer); // the factory built the same model on every rank
+    s.across_ranks = gradient_allreduce_for(*s.model, s.replicas.get(), s.shards);
+  }
 }
 
 TrainerCore::~TrainerCore() = default;
@@ -283,6 +287,7 @@ FitSummary TrainerCore::fit() {
     }
   }
   if (progress) progress->done();
+  if (s.across_ranks && sum.steps > sum.start) check_no_drift(*s.model, sum.steps);
   if (!sum.interrupted && sum.steps > sum.start) { // the last step: evaluated and saved
     if (last_eval != sum.steps) evaluate_at(sum.steps);
     if (last_save != sum.steps) save_at(sum.steps);

@@ -13,7 +13,8 @@
 //   - thread shards: every batch cut into options.shards shards spread over options.threads
 //     threads, with bits that depend on the shard count alone (1 thread or 4: the same);
 //   - MPI ranks: every rank of a job runs the same program; the shards are spread over the ranks
-//     too (same bits again), and rank 0 alone writes and prints.
+//     too (same bits again), rank 0 alone writes and prints, and the ranks check that they start
+//     from the same parameters and end with them (distributed::CollectiveError otherwise).
 //
 //   auto trainer = train::Trainer<Net>([] { return std::make_unique<Net>(); },
 //       [](Net& net, const train::Batch& b) { Tensor d = net.forward(b["x"]) - b["y"]; return ops::mean(d * d); },
