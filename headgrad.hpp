@@ -65,3 +65,9 @@
 #include "train/sample/sampling.hpp"  // multinomial, sample_logits (int64 draws, no gradient)
 #include "train/sample/kv_cache.hpp"  // GPT's forward on a key/value cache: one position per new token
 #include "train/sample/generate.hpp"  // text generation with a key/value cache
+
+// ---- training a model of your own (headgrad::train) ---------------------------------------------
+#include "train/fit/data_source.hpp"   // train::Batch, the DataSource concept: batch i of a stream
+#include "train/fit/trainer.hpp"       // train::Trainer: checkpoints, exact resume, signals, shards, ranks
+#include "train/loop/stop_signal.hpp"  // install_interrupt_handler(): a signal saves and stops the run
+#include "train/loop/train_step.hpp"   // the textbook step; NonFiniteError

@@ -2,10 +2,12 @@
 # it (included by the root CMakeLists.txt after the targets are defined):
 #
 #   lib/libheadgrad.a, lib/libheadgrad_models.a     headgrad::headgrad, headgrad::models
+#   lib/libheadgrad_train.a                         headgrad::train (train::Trainer)
 #   lib/cmake/headgrad/                             find_package(headgrad)
 #   lib/pkgconfig/headgrad.pc                       pkg-config --cflags --libs headgrad
 #   include/headgrad/headgrad.hpp                   the umbrella header: every public header
 #   include/headgrad/{framework,models,data}/...    the public headers
+#   include/headgrad/train/{fit,loop,sample}/...    the trainer's and generation's public headers
 #   bin/headgrad                                    the command line
 #
 # Include scheme. In the source tree headers include each other as "framework/core/tensor.hpp". The
@@ -66,6 +68,14 @@ install(DIRECTORY framework models data DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/
 install(DIRECTORY train/sample DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad/train
   FILES_MATCHING PATTERN "*.hpp" PATTERN checks EXCLUDE)
 install(FILES headgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad)
+# The trainer for a model of one's own (headgrad::train, lib/libheadgrad_train.a): train::Trainer and
+# its data source (train/fit/), the stop signal and the training step's NonFiniteError (train/loop/).
+# The rest of train/ (the command's run files, pictures, the parallel step) is inside the library
+# and not installed: no installed header includes it.
+install(TARGETS headgrad_train EXPORT headgradTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY train/fit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad/train FILES_MATCHING PATTERN "*.hpp")
+install(FILES train/loop/stop_signal.hpp train/loop/train_step.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad/train/loop)
 # After the copies: "framework/x.hpp" -> "headgrad/framework/x.hpp" in every installed header.
 install(CODE "set(HEADGRAD_INSTALLED_HEADERS_DIR \"${CMAKE_INSTALL_INCLUDEDIR}/headgrad\")")
 install(SCRIPT ${CMAKE_CURRENT_LIST_DIR}/HeadgradInstallHeaders.cmake)

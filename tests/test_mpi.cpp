@@ -554,3 +554,24 @@ TEST_CASE("ranks whose modules differ are refused - and a one-ulp drift is found
                                           "rank 1; the ranks drifted apart, training stopped",
                                           r)));
 }
+
+TEST_CASE("train::Trainer under mpirun: 2 ranks x 1 or 2 threads = one process, and a checkpoint resumes across them" *
+          doctest::test_suite("mpi")) {
+  TempDir dir;
+  auto trainer = [&](int ranks, const std::string& out, std::int64_t steps, int threads) {
+    std::vector<std::string> argv = ranks == 0 ? std::vector<std::string>{} : mpirun(ranks);
+    argv.insert(argv.end(), {HEADGRAD_MPI_RANK_PROGRAM, "trainer", dir / out, std::to_string(steps),
+                             std::to_string(threads)});
+    const Result r = run(argv, dir);
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    return r.out;
+  };
+  const std::string one = trainer(0, "one", 16, 1);
+  CHECK(test_support::starts_with(one, "step 16: crc32c "));
+  CHECK(trainer(2, "two", 16, 1) == one);
+  CHECK(trainer(2, "two_by_two", 16, 2) == one);
+  // stopped at step 8 on 2 ranks, resumed by one process on 2 threads
+  CHECK(test_support::starts_with(trainer(2, "moved", 8, 1), "step 8: "));
+  CHECK(trainer(0, "moved", 16, 2) == one);
+}

@@ -11,6 +11,9 @@
 //   different-modules                  rank 1 builds another module: DataParallel must refuse
 //   drift                              rank 1 changes one parameter by one ulp: check_no_drift
 //                                      must name it on every rank
+//   trainer DIR STEPS THREADS          train::Trainer on a net of its own (4 shards a batch, dropout),
+//                                      continuing DIR's checkpoint if any; rank 0 prints
+//                                      "step N: crc32c XXXXXXXX" of the parameters' bytes
 //   stall                              the last rank sleeps (busy, answering nothing) while the
 //                                      others sum with a rank timeout of 1 s: rank 0 must give up
 //                                      naming it, and end the job
@@ -27,7 +30,12 @@
 #include "framework/distributed/consistency.hpp"
 #include "framework/distributed/data_parallel.hpp"
 #include "framework/distributed/shard_tree.hpp"
+#include "framework/io/crc32c.hpp"
 #include "framework/io/safetensors.hpp"
+#include "framework/nn/layers.hpp"
+#include "framework/ops/ops.hpp"
+#include "framework/optim/optimizer.hpp"
+#include "train/fit/trainer.hpp"
 #include "framework/engine/runtime/startup.hpp"
 #include "framework/engine/runtime/threads.hpp"
 #include "tests/mpi/user_module.hpp"
@@ -165,6 +173,46 @@ int stall_mode() {
 
 } // namespace
 
+// A regression net of the test's own, trained by train::Trainer over the job's ranks.
+struct FitNet : nn::Module {
+  FitNet() {
+    Generator g(9);
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 24, true, g));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(0.1));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(24, 1, true, g));
+  }
+  Tensor forward(const Tensor& x) { return fc2->forward(drop->forward(ops::relu(fc1->forward(x)))); }
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::shared_ptr<nn::Dropout> drop;
+};
+struct FitData {
+  train::Batch batch(std::uint64_t i) const {
+    Generator g(mix_seed(77, i));
+    Tensor x = Tensor::normal({12, 6}, 0.0, 1.0, g);
+    return {{"x", x}, {"y", ops::sum(x * x, {1}, true)}};
+  }
+};
+
+int trainer_mode(const std::string& dir, std::int64_t steps, int threads) {
+  train::TrainerOptions o{.out_dir = dir, .steps = steps, .seed = 5, .threads = threads, .shards = 4, .clip = 1.0};
+  o.save_every = 4;
+  o.quiet = true;
+  train::Trainer<FitNet> t(
+      [] { return std::make_unique<FitNet>(); },
+      [](FitNet& net, const train::Batch& b) {
+        const Tensor d = net.forward(b["x"]) - b["y"];
+        return ops::mean(d * d);
+      },
+      [](nn::NamedTensors p) { return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions{.lr = 1e-2}); },
+      FitData{}, o);
+  const train::FitSummary done = t.fit();
+  std::uint32_t crc = 0;
+  for (const auto& [name, p] : t.model().named_parameters())
+    crc = io::crc32c(p.data<float>(), static_cast<std::size_t>(p.numel()) * sizeof(float), crc);
+  if (distributed::rank() == 0) std::printf("step %lld: crc32c %08x\n", static_cast<long long>(done.steps), crc);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   // the headgrad command's start-up path: the tests compare this program's bits with the command's
   runtime::configure(argc, argv);
@@ -177,6 +225,7 @@ int main(int argc, char** argv) {
     if (mode == "different-modules") return different_modules_mode();
     if (mode == "drift") return drift_mode();
     if (mode == "stall") return stall_mode();
+    if (mode == "trainer" && argc == 5) return trainer_mode(argv[2], std::stoll(argv[3]), std::stoi(argv[4]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", distributed::rank(), e.what());
     distributed::abort_job(1);

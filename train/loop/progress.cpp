@@ -26,8 +26,9 @@ std::string format_eta(double seconds) {
 } // namespace
 
 Progress::Progress(bool quiet, bool json, std::int64_t start, std::int64_t total, std::int64_t tokens_per_step,
-                   bool text)
-    : quiet_(quiet), json_(json), tty_(isatty(fileno(stdout)) && !json), text_(text), start_(start), total_(total),
+                   bool text, const char* unit)
+    : quiet_(quiet), json_(json), tty_(isatty(fileno(stdout)) && !json), text_(text), unit_(unit), start_(start),
+      total_(total),
       tokens_per_step_(tokens_per_step), plain_every_(std::clamp<std::int64_t>(total / 20, 10, 500)) {}
 
 void Progress::step(std::int64_t step, double loss, double lr, double train_seconds) {
@@ -38,13 +39,13 @@ void Progress::step(std::int64_t step, double loss, double lr, double train_seco
   if (tty_ && (runtime::seconds_now() - last_draw_ > 0.1 || step == total_)) {
     const int width = 24;
     const int filled = static_cast<int>(static_cast<double>(width) * static_cast<double>(done) / static_cast<double>(todo));
-    fmt::print("{}[{}{}] step {}/{}  loss {:.4f}  {:.0f} tok/s  ETA {}", kClearLine, std::string(filled, '#'),
-               std::string(width - filled, '.'), step, total_, loss, tokens_per_s, format_eta(eta));
+    fmt::print("{}[{}{}] step {}/{}  loss {:.4f}  {:.0f} {}/s  ETA {}", kClearLine, std::string(filled, '#'),
+               std::string(width - filled, '.'), step, total_, loss, tokens_per_s, unit_, format_eta(eta));
     std::fflush(stdout);
     last_draw_ = runtime::seconds_now();
   } else if (!tty_ && !json_ && step % plain_every_ == 0) {
-    fmt::print("step {:>6}/{}  loss {:.4f}  lr {:.3g}  {:.0f} tok/s  ETA {}\n", step, total_, loss, lr, tokens_per_s,
-               format_eta(eta));
+    fmt::print("step {:>6}/{}  loss {:.4f}  lr {:.3g}  {:.0f} {}/s  ETA {}\n", step, total_, loss, lr, tokens_per_s,
+               unit_, format_eta(eta));
     std::fflush(stdout);
   }
 }

@@ -13,8 +13,9 @@ class Progress {
 public:
   // Steps start+1 .. total of `tokens_per_step` positions each. `text`: a language model's
   // evaluations, shown as validation loss, bits per token and next-token accuracy.
+  // `unit`: what tokens_per_step counts, in the rate shown ("tok/s"; the Trainer's "rows/s").
   Progress(bool quiet, bool json, std::int64_t start, std::int64_t total, std::int64_t tokens_per_step,
-           bool text = false);
+           bool text = false, const char* unit = "tok");
   // After step `step`; train_seconds: training time of this invocation so far.
   void step(std::int64_t step, double loss, double lr, double train_seconds);
   void eval(std::int64_t step, const EvalResult& e);
@@ -24,6 +25,7 @@ public:
 
 private:
   bool quiet_, json_, tty_, text_;
+  const char* unit_;
   std::int64_t start_, total_, tokens_per_step_, plain_every_;
   double last_draw_ = 0;
 };

@@ -12,9 +12,12 @@ namespace headgrad::train {
 // optim); the two checks stop the run before a NaN or an infinity reaches the parameters.
 StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                       const StepSettings& settings) {
-  const nn::NamedTensors& params = optimizer.params();
   // forward: the logits of every position, and from them the loss
-  const Tensor loss = batch_loss(model, batch);
+  return train_step(optimizer, batch_loss(model, batch), settings);
+}
+
+StepResult train_step(optim::Optimizer& optimizer, const Tensor& loss, const StepSettings& settings) {
+  const nn::NamedTensors& params = optimizer.params();
   const double value = loss.item();
   check_loss(value, params, settings.step);
   // backward: last step's gradients go, then d loss / d parameter for every parameter

@@ -41,6 +41,11 @@ struct StepResult {
 StepResult train_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                       const StepSettings& settings);
 
+// The rest of the step after the forward, for any model (train/fit/trainer.hpp trains a user's
+// model with it): `loss` is the graph's scalar root; checks it, zero_grad, backward, checks and
+// clips the gradients, the update - train_step above without its forward. The same bits.
+StepResult train_step(optim::Optimizer& optimizer, const Tensor& loss, const StepSettings& settings);
+
 // The pieces of the step, shared with the parallel step.
 
 // The masked mean cross-entropy of `model` on `batch` (the graph's root).

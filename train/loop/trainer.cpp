@@ -27,6 +27,7 @@
 #include "train/run/memory_estimate.hpp"
 #include "train/run/metrics_csv.hpp"
 #include "train/loop/progress.hpp"
+#include "train/loop/stop_signal.hpp"
 #include "train/parallel/rank_checks.hpp"
 #include "train/parallel/rank_shard.hpp"
 #include "train/run/run_directory.hpp"
@@ -458,6 +459,8 @@ void install_interrupt_handler() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
 }
 void request_stop() { g_stop.store(SIGINT, std::memory_order_relaxed); }
+int pending_stop_signal() { return g_stop.load(std::memory_order_relaxed); }
+void clear_stop_signal() { g_stop.store(0, std::memory_order_relaxed); }
 
 TrainSummary train(const TrainOptions& o) {
   if (o.resume.empty()) return run_training(o, nullptr);

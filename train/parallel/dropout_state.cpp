@@ -22,7 +22,7 @@ std::string old_entry_name(std::int64_t shard, const std::string& module) {
 }
 
 // Calls fn(module index, name, its generator) for every dropout module of `model`, in module order.
-template <typename Fn> void for_each_dropout(models::TokenModel& model, Fn&& fn) {
+template <typename Fn> void for_each_dropout(nn::Module& model, Fn&& fn) {
   int j = 0;
   for (auto& [name, module] : model.named_modules())
     if (auto* d = dynamic_cast<nn::Dropout*>(module)) fn(j++, name, d->gen);
@@ -73,14 +73,29 @@ ShardDropout::ShardDropout(models::TokenModel& model, std::uint64_t seed, std::i
   }
 }
 
-void ShardDropout::load(models::TokenModel& worker, std::int64_t shard) const {
+void ShardDropout::load(nn::Module& worker, std::int64_t shard) const {
   const auto& g = gens_.at(static_cast<std::size_t>(shard - mine_.first));
   for_each_dropout(worker, [&](int j, const std::string&, Generator& gen) { gen.set_state(g[static_cast<std::size_t>(j)]); });
 }
 
-void ShardDropout::store(models::TokenModel& worker, std::int64_t shard) {
+void ShardDropout::store(nn::Module& worker, std::int64_t shard) {
   auto& g = gens_.at(static_cast<std::size_t>(shard - mine_.first));
   for_each_dropout(worker, [&](int j, const std::string&, const Generator& gen) { g[static_cast<std::size_t>(j)] = gen.state(); });
+}
+
+ShardDropout ShardDropout::seeded_per_module(nn::Module& model, std::uint64_t seed, std::int64_t shards,
+                                             distributed::ShardRange mine) {
+  ShardDropout d;
+  d.shards_ = shards;
+  d.mine_ = mine;
+  for_each_dropout(model, [&](int, const std::string& name, const Generator&) { d.modules_.push_back(name); });
+  for (std::int64_t s = mine.first; s < mine.end; ++s) {
+    std::vector<GeneratorState> own;
+    for (std::size_t j = 0; j < d.modules_.size(); ++j)
+      own.push_back(Generator(mix_seed(mix_seed(seed, static_cast<std::uint64_t>(s)), j)).state());
+    d.gens_.push_back(std::move(own));
+  }
+  return d;
 }
 
 NamedTensors ShardDropout::states() const {

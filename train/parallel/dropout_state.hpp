@@ -32,8 +32,15 @@ public:
   // Before shard s's forward on `worker` (a model of the run's architecture): its dropout modules
   // draw from shard s's generators. After it, store() takes their state back. Different shards
   // may be loaded and stored on different threads at once.
-  void load(models::TokenModel& worker, std::int64_t shard) const;
-  void store(models::TokenModel& worker, std::int64_t shard);
+  void load(nn::Module& worker, std::int64_t shard) const;
+  void store(nn::Module& worker, std::int64_t shard);
+
+  // The generators of any model's dropout modules (nn::Dropout, found by module name), seeded by
+  // the run rather than by the model: module j of shard s draws from
+  // Generator(mix_seed(mix_seed(seed, s), j)), so every layer of every shard draws masks of its own
+  // however the model seeded them (the Trainer's, train/fit/trainer.hpp).
+  static ShardDropout seeded_per_module(nn::Module& model, std::uint64_t seed, std::int64_t shards,
+                                        distributed::ShardRange mine);
 
   // Every shard's generator states, gathered from every rank when there are several (a
   // collective: every rank calls it at the same step).
@@ -44,7 +51,8 @@ public:
   void restore(const NamedTensors& states, const std::string& source);
 
 private:
-  std::int64_t shards_;
+  ShardDropout() = default;
+  std::int64_t shards_ = 1;
   distributed::ShardRange mine_;
   std::vector<std::string> modules_;              // the dropout modules' names, in module order
   std::vector<std::vector<GeneratorState>> gens_; // [shard - mine.first][module]

@@ -20,16 +20,15 @@ using distributed::ShardRange;
 
 // The shards of one rank, spread over n workers: worker i (worker_of(i)) runs the shards
 // block_of(i) one after the other on a thread of its own - every op on that one thread, so that a
-// shard's gradient has the same bits whichever worker of whichever rank runs it - each shard's mean
-// loss weighted by its rows' share of `all_valid` valid positions (so the weighted losses add up
-// to the mean over the global batch and their gradients to its gradient); after each backward but
+// shard's gradient has the same bits whichever worker of whichever rank runs it - each shard's loss
+// shard_loss(i, first, count) of the `rows` rows, weighted by its share of the batch (so the
+// weighted losses add up to the batch's and their gradients to its gradient); after each backward but
 // a worker's last, keep(i). Returns each shard's weighted loss, indexed from node.first. Adds
 // worker 0's forward time to *forward_seconds (if given): the step's phases are its timeline.
 template <typename WorkerOf, typename BlockOf, typename Keep>
-std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, int n, const data::Batch& batch,
-                               std::int64_t shards, ShardRange node, ShardDropout* dropout, double* forward_seconds) {
-  const std::int64_t rows = batch.tokens.shape()[0];
-  const double all_valid = static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
+std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, int n, const ShardLoss& shard_loss,
+                               std::int64_t rows, std::int64_t shards, ShardRange node, ShardDropout* dropout,
+                               double* forward_seconds) {
   std::vector<double> losses(static_cast<std::size_t>(node.count()), 0.0);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
   // with --profile, when each worker finished its shards, from the moment the team was called (a
@@ -44,13 +43,10 @@ std::vector<double> run_shards(WorkerOf worker_of, BlockOf block_of, Keep keep, 
       const ShardRange block = block_of(i);
       for (std::int64_t s = block.first; s < block.end; ++s) {
         const ShardRange r = distributed::shard_rows(rows, shards, s);
-        const data::Batch part = data::slice_batch(batch, r.first, r.count());
         const double t0 = i == 0 && forward_seconds ? runtime::seconds_now() : 0;
         if (dropout) dropout->load(worker_of(i), s); // shard s's masks, whoever runs it
-        // the textbook's loss on the shard's rows, times the shard's share of the batch
-        const double weight = static_cast<double>(part.valid_tokens) / all_valid;
-        const Tensor unweighted = batch_loss(worker_of(i), part);
-        const Tensor loss = weight == 1.0 ? unweighted : unweighted * weight;
+        // the loss on the shard's rows, times the shard's share of the batch
+        const Tensor loss = shard_loss(i, r.first, r.count());
         if (dropout) dropout->store(worker_of(i), s);
         losses[static_cast<std::size_t>(s - node.first)] = loss.item();
         if (i == 0 && forward_seconds) *forward_seconds += runtime::seconds_now() - t0;
@@ -88,8 +84,7 @@ double tree_loss(const std::vector<double>& node_losses, ShardRange node, std::i
 
 // S as the step runs it: the workers' count for 0 (limited by the rows), the all-reduce's with
 // one (which must agree with an S given).
-std::int64_t shard_count(const data::Batch& batch, const StepWorkers& w) {
-  const std::int64_t rows = batch.tokens.shape()[0];
+std::int64_t shard_count(std::int64_t rows, const StepWorkers& w) {
   std::int64_t shards = w.shards;
   if (w.across_ranks && shards != 0 && shards != w.across_ranks->shards())
     throw std::logic_error(fmt::format("parallel_step: {} shards, but the all-reduce was made for {}", shards,
@@ -110,10 +105,10 @@ std::int64_t shard_count(const data::Batch& batch, const StepWorkers& w) {
 // are spread over ranks and threads. Returns the batch's loss. With `squares`, the threads that
 // add the workers' gradients also take each sum's sum of squares (optim::grad_square_sum, while it
 // is in their cache; NaN for a parameter without a gradient).
-double sharded_loss_and_gradients(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
-                                  std::int64_t shards, const StepWorkers& w, std::int64_t step, StepPhases* phases,
+double sharded_loss_and_gradients(nn::Module& model, optim::Optimizer& optimizer, const ShardLoss& shard_loss,
+                                  std::int64_t rows, std::int64_t shards, const StepWorkers& w, std::int64_t step, StepPhases* phases,
                                   std::vector<double>* squares) {
-  auto worker_of = [&](int i) -> models::TokenModel& { return w.replicas ? w.replicas->worker(i) : model; };
+  auto worker_of = [&](int i) -> nn::Module& { return w.replicas ? w.replicas->module(i) : model; };
   const int workers = w.replicas ? w.replicas->count() : 1;
   optimizer.zero_grad();
   if (w.replicas) w.replicas->follow_mode();
@@ -126,7 +121,7 @@ double sharded_loss_and_gradients(models::TokenModel& model, optim::Optimizer& o
     const int n = w.across_ranks->max_active();
     w.across_ranks->begin(n);
     losses = run_shards(worker_of, [&](int i) { return w.across_ranks->worker_block(i); },
-                        [&](int i) { w.across_ranks->keep(i); }, n, batch, shards, node, w.dropout,
+                        [&](int i) { w.across_ranks->keep(i); }, n, shard_loss, rows, shards, node, w.dropout,
                         phases ? &forward : nullptr);
     w.across_ranks->finish();
   } else {
@@ -140,7 +135,8 @@ double sharded_loss_and_gradients(models::TokenModel& model, optim::Optimizer& o
     distributed::ShardGradients sums(shards, lists);
     sums.begin(blocks);
     losses = run_shards(worker_of, [&](int i) { return blocks[static_cast<std::size_t>(i)]; },
-                        [&](int i) { sums.keep(i); }, n, batch, shards, node, w.dropout, phases ? &forward : nullptr);
+                        [&](int i) { sums.keep(i); }, n, shard_loss, rows, shards, node, w.dropout,
+                        phases ? &forward : nullptr);
     const nn::NamedTensors& updated = optimizer.params();
     auto same = [](const auto& a, const auto& b) { return a.second.impl() == b.second.impl(); };
     const bool same_order =
@@ -166,13 +162,27 @@ double sharded_loss_and_gradients(models::TokenModel& model, optim::Optimizer& o
 
 StepResult parallel_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                          const StepSettings& s, const StepWorkers& w, StepPhases* phases) {
+  auto worker_of = [&](int i) -> models::TokenModel& { return w.replicas ? w.replicas->worker(i) : model; };
+  const double all_valid = static_cast<double>(std::max<std::int64_t>(batch.valid_tokens, 1));
+  // the textbook's loss on the shard's rows, times the shard's share of the batch's valid positions
+  const ShardLoss shard_loss = [&](int i, std::int64_t first, std::int64_t count) {
+    const data::Batch part = data::slice_batch(batch, first, count);
+    const double weight = static_cast<double>(part.valid_tokens) / all_valid;
+    const Tensor unweighted = batch_loss(worker_of(i), part);
+    return weight == 1.0 ? unweighted : unweighted * weight;
+  };
+  return sharded_step(model, optimizer, batch.tokens.shape()[0], shard_loss, s, w, phases);
+}
+
+StepResult sharded_step(nn::Module& model, optim::Optimizer& optimizer, std::int64_t rows, const ShardLoss& shard_loss,
+                        const StepSettings& s, const StepWorkers& w, StepPhases* phases) {
   const nn::NamedTensors& params = optimizer.params();
   runtime::UsePool use(w.replicas ? &w.replicas->pool() : nullptr); // shards, sums and update on its threads
-  const std::int64_t shards = shard_count(batch, w);
+  const std::int64_t shards = shard_count(rows, w);
   std::vector<double> squares; // each gradient's sum of squares, for the norm, when the shard sums take them
   // forward, loss and backward of every shard, the gradients and losses added up
   // (the loss and the logits are gone before the update: their memory is free for it)
-  const double loss = sharded_loss_and_gradients(model, optimizer, batch, shards, w, s.step, phases,
+  const double loss = sharded_loss_and_gradients(model, optimizer, shard_loss, rows, shards, w, s.step, phases,
                                                  s.clip > 0 && !w.across_ranks ? &squares : nullptr);
   // then the textbook's clip and step
   const double t2 = phases ? runtime::seconds_now() : 0;

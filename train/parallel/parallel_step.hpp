@@ -6,6 +6,7 @@
 // VLDB 2020), with sums whose bits depend on the shard count alone.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "framework/distributed/bucketed_allreduce.hpp"
 #include "train/loop/train_step.hpp"
@@ -44,5 +45,15 @@ struct StepPhases {
 // std::invalid_argument if S exceeds the rows; NonFiniteError as train_step (on every rank alike).
 StepResult parallel_step(models::TokenModel& model, optim::Optimizer& optimizer, const data::Batch& batch,
                          const StepSettings& settings, const StepWorkers& workers, StepPhases* phases = nullptr);
+
+// The same step for any model: `shard_loss(worker, first, count)` is the loss of rows
+// [first, first + count) of the batch's `rows` on worker `worker` (the model, or thread replica
+// `worker` of workers.replicas), already weighted by the shard's share of the batch (so that the
+// shards' losses add up to the batch's loss, and their gradients to its gradient). parallel_step
+// is this with the token models' masked cross-entropy weighted by valid positions; the Trainer
+// (train/fit/trainer.hpp) calls it with a user's loss.
+using ShardLoss = std::function<Tensor(int worker, std::int64_t first, std::int64_t count)>;
+StepResult sharded_step(nn::Module& model, optim::Optimizer& optimizer, std::int64_t rows, const ShardLoss& shard_loss,
+                        const StepSettings& settings, const StepWorkers& workers, StepPhases* phases = nullptr);
 
 } // namespace headgrad::train

@@ -30,7 +30,7 @@ void check_same_data(const TaskData& data) {
                                       d->rank, corpus ? corpus->source : "text", d->value, d->root_value));
 }
 
-void check_same_start(const models::TokenModel& model, const optim::Optimizer& optimizer) {
+void check_same_start(const nn::Module& model, const optim::Optimizer& optimizer) {
   const NamedTensors params = model.named_parameters();
   auto d = first_difference(distributed::descriptions(params));
   if (d)
@@ -44,7 +44,7 @@ void check_same_start(const models::TokenModel& model, const optim::Optimizer& o
                                       d->name, d->rank));
 }
 
-void check_no_drift(const models::TokenModel& model, std::int64_t step) {
+void check_no_drift(const nn::Module& model, std::int64_t step) {
   if (const auto d = first_difference(distributed::checksums(model.named_parameters())))
     throw CollectiveError(fmt::format("step {}: parameter '{}' differs between rank 0 and rank {}; the ranks drifted "
                                       "apart, training stopped",

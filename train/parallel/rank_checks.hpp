@@ -25,10 +25,10 @@ void check_same_data(const TaskData& data);
 
 // The same parameter list, values and optimizer state on every rank (the same seeded
 // initialisation, or the same checkpoint): "the ranks start from different parameters: ...".
-void check_same_start(const models::TokenModel& model, const optim::Optimizer& optimizer);
+void check_same_start(const nn::Module& model, const optim::Optimizer& optimizer);
 
 // Bitwise the same parameters on every rank (a checksum per tensor): "step 500: parameter
 // 'dense.weight' differs between rank 0 and rank 1; the ranks drifted apart, training stopped".
-void check_no_drift(const models::TokenModel& model, std::int64_t step);
+void check_no_drift(const nn::Module& model, std::int64_t step);
 
 } // namespace headgrad::train

@@ -22,7 +22,7 @@ Shard shard_of(std::int64_t rows, int rank, int size);
 // The gradient all-reduce of a rank training `model` (its gradients receive the sums) with its
 // thread replicas (null: the model is the only worker), for a run of `shards` shards (S >= the
 // rank count); null in a job of one rank.
-std::unique_ptr<distributed::BucketedAllreduce> gradient_allreduce_for(models::TokenModel& model,
+std::unique_ptr<distributed::BucketedAllreduce> gradient_allreduce_for(nn::Module& model,
                                                                        ThreadReplicas* replicas, std::int64_t shards);
 
 } // namespace headgrad::train

@@ -6,14 +6,28 @@
 
 namespace headgrad::train {
 
-ThreadReplicas::ThreadReplicas(models::TokenModel& model, int threads, std::uint64_t seed) : model_(model) {
-  for (int i = 1; i < threads; ++i) {
-    auto r = model.replica(mix_seed(seed, static_cast<std::uint64_t>(i)));
-    distributed::share_parameters(r->named_parameters(), model.named_parameters());
-    replicas_.push_back(std::move(r));
-  }
+ThreadReplicas::ThreadReplicas(models::TokenModel& model, int threads, std::uint64_t seed)
+    : model_(model), token_models_(true) {
+  for (int i = 1; i < threads; ++i) replicas_.push_back(model.replica(mix_seed(seed, static_cast<std::uint64_t>(i))));
+  share_and_start(threads);
+}
+
+ThreadReplicas::ThreadReplicas(nn::Module& model, int threads,
+                               const std::function<std::unique_ptr<nn::Module>(int)>& make_replica)
+    : model_(model) {
+  for (int i = 1; i < threads; ++i) replicas_.push_back(make_replica(i));
+  share_and_start(threads);
+}
+
+void ThreadReplicas::share_and_start(int threads) {
+  for (auto& r : replicas_) distributed::share_parameters(r->named_parameters(), model_.named_parameters());
   pool_ = std::make_unique<runtime::SpinPool>(threads - 1);
   follow_mode();
+}
+
+models::TokenModel& ThreadReplicas::worker(int i) {
+  if (!token_models_) throw std::logic_error("ThreadReplicas::worker: the replicas are not TokenModels (use module(i))");
+  return static_cast<models::TokenModel&>(module(i));
 }
 
 void ThreadReplicas::follow_mode() {
@@ -24,7 +38,7 @@ void ThreadReplicas::add_gradients_to_model() {
   std::vector<NamedTensors> lists;
   std::vector<distributed::ShardRange> blocks;
   for (int i = 0; i < count(); ++i) {
-    lists.push_back(worker(i).named_parameters());
+    lists.push_back(module(i).named_parameters());
     blocks.push_back({i, i + 1});
   }
   distributed::ShardGradients sums(count(), lists);

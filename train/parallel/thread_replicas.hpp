@@ -6,6 +6,7 @@
 // parameter memory instead of an all-reduce). parallel_step spreads a batch's shards over the workers
 // and adds their gradients in the shard tree (framework/distributed/shard_tree.hpp).
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,12 +21,17 @@ public:
   // reads the model's parameter values (so it sees every update) and has gradients of its own.
   // The replicas' dropout draws its own masks (seeded from `seed`).
   ThreadReplicas(models::TokenModel& model, int threads, std::uint64_t seed);
+  // The same for any model: replica i (1 <= i < threads) is make_replica(i), a fresh model of the
+  // same architecture (its values are replaced by the model's). worker(i) is then not available
+  // (std::logic_error): module(i) is.
+  ThreadReplicas(nn::Module& model, int threads, const std::function<std::unique_ptr<nn::Module>(int)>& make_replica);
 
   int count() const { return static_cast<int>(replicas_.size()) + 1; }
   // count() threads (the caller's and count() - 1 workers) that the training step runs its shards,
   // gradient sums and update on, spinning between them (framework/engine/runtime/spin_pool.hpp).
   runtime::SpinPool& pool() { return *pool_; }
-  models::TokenModel& worker(int i) { return i == 0 ? model_ : *replicas_[static_cast<std::size_t>(i - 1)]; }
+  nn::Module& module(int i) { return i == 0 ? model_ : *replicas_[static_cast<std::size_t>(i - 1)]; }
+  models::TokenModel& worker(int i);
 
   // Puts every replica in the model's train/eval mode.
   void follow_mode();
@@ -35,8 +41,10 @@ public:
   void add_gradients_to_model();
 
 private:
-  models::TokenModel& model_;
-  std::vector<std::unique_ptr<models::TokenModel>> replicas_;
+  void share_and_start(int threads);
+  nn::Module& model_;
+  bool token_models_ = false; // built from a TokenModel: worker(i) is one
+  std::vector<std::unique_ptr<nn::Module>> replicas_;
   std::unique_ptr<runtime::SpinPool> pool_;
 };
 

@@ -122,14 +122,6 @@ RunConfig run_config_from_metadata(const std::map<std::string, std::string>& m, 
   return c;
 }
 
-std::string optimizer_path_for(const std::string& model_path) {
-  return (std::filesystem::path(model_path).parent_path() / "optimizer.safetensors").string();
-}
-
-std::string previous_optimizer_path_for(const std::string& model_path) {
-  return (std::filesystem::path(model_path).parent_path() / "optimizer.prev.safetensors").string();
-}
-
 void save_checkpoint(const std::string& model_path, const models::TokenModel& model, const optim::Optimizer* optimizer,
                      const RunConfig& cfg, std::int64_t step, const CheckpointExtras& extras) {
   auto meta = run_metadata(cfg, step);

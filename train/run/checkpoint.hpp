@@ -8,6 +8,7 @@
 
 #include "framework/optim/optimizer.hpp"
 #include "models/token_model.hpp"
+#include "train/run/checkpoint_files.hpp"
 #include "train/run/run_config.hpp"
 
 namespace headgrad::train {
@@ -22,10 +23,7 @@ std::map<std::string, std::string> run_metadata(const RunConfig& cfg, std::int64
 RunConfig run_config_from_metadata(const std::map<std::string, std::string>& meta, const std::string& source,
                                    std::int64_t& step);
 
-// The optimizer file that belongs to a model checkpoint: DIR/optimizer.safetensors, and
-// DIR/optimizer.prev.safetensors, the previous one, kept only while a save is in progress.
-std::string optimizer_path_for(const std::string& model_path);
-std::string previous_optimizer_path_for(const std::string& model_path);
+// (optimizer_path_for, previous_optimizer_path_for: train/run/checkpoint_files.hpp)
 
 // What a run keeps besides its parameters, optimizer state and config: metadata of its own (both
 // files; e.g. a text model's vocabulary) and tensors of the run's state kept in the optimizer file
