@@ -80,6 +80,12 @@ void RunConfig::validate() const {
   if (task == data::Task::sort && vocab < 3)
     throw std::invalid_argument(
         fmt::format("--vocab must be at least 3 for sort (two distinct tokens besides padding), got {}", vocab));
+  if (!is_text())
+    if (const std::int64_t space = data::task_space_size(task_config()); space < data::kMinSplitSpace)
+      throw std::invalid_argument(fmt::format(
+          "--vocab {} with --min-len {} --max-len {} gives {} distinct sequences, too few to split into training and "
+          "held-out sequences (at least {}: raise --vocab or --max-len)",
+          vocab, min_len, max_len, space, data::kMinSplitSpace));
 }
 
 std::string metadata_key(const FieldInfo& field) {
