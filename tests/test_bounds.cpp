@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <fmt/format.h>
 #include <string>
 
@@ -299,4 +301,51 @@ TEST_CASE("headgrad sample: memory does not grow with --tokens") {
   REQUIRE_MESSAGE(many.rc == 0, many.err);
   MESSAGE("--tokens 2000: ", few.max_rss_kib, " KiB; 200000: ", many.max_rss_kib, " KiB");
   if (child_usage::kMeasuresMemory) CHECK(many.max_rss_kib < few.max_rss_kib + kMiB / 2); // every token kept: > 1.5 MiB
+}
+
+namespace {
+
+// A safetensors file whose header holds `count` entries made by entry(i) (each ending in a comma
+// but the last), written a piece at a time: the test process stays small (child_usage.hpp).
+void write_wide_header(const std::string& path, std::int64_t count, const std::string& open,
+                       const std::function<std::string(std::int64_t)>& entry, const std::string& close) {
+  std::ofstream f(path, std::ios::binary);
+  // the length first (one pass over the entries' sizes), then the entries
+  std::uint64_t n = open.size() + close.size();
+  for (std::int64_t i = 0; i < count; ++i) n += entry(i).size() + (i + 1 < count ? 1 : 0);
+  for (int b = 0; b < 8; ++b) f.put(static_cast<char>((n >> (8 * b)) & 0xff));
+  f << open;
+  for (std::int64_t i = 0; i < count; ++i) f << entry(i) << (i + 1 < count ? "," : "");
+  f << close;
+}
+
+} // namespace
+
+// Fault 13: a header of many tiny entries cost 11-25x its size before it was refused (1.5M empty
+// tensors in 90 MB: 1.0 GB and 9 s; 29 MB of metadata keys: 724 MB). The header's size and its
+// number of entries are bounded before they are parsed and stored: such files are refused with
+// about their own size in memory.
+TEST_CASE("safetensors: fault 13: a header of very many entries is refused before it costs more than its size") {
+  TempDir dir;
+  const std::string small = dir / "small.safetensors";
+  write_wide_header(small, 1, "{", [](std::int64_t) { return std::string("\"x\":1"); }, "}");
+  const auto base = run({"eval", "--checkpoint", small, "--threads", "1"}, dir);
+  CHECK(base.rc == 2);
+  const std::string tensors = dir / "tensors.safetensors", keys = dir / "keys.safetensors";
+  write_wide_header(
+      tensors, 250'000, "{",
+      [](std::int64_t i) { return fmt::format("\"t{:07}\":{{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", i); },
+      "}");
+  write_wide_header(keys, 1'000'000, "{\"__metadata__\":{", [](std::int64_t i) { return fmt::format("\"k{:07}\":\"\"", i); },
+                    "}}");
+  for (const std::string& file : {tensors, keys}) {
+    CAPTURE(file);
+    const auto u = run({"eval", "--checkpoint", file, "--threads", "1"}, dir);
+    const std::string line = test_support::refusal_line(u);
+    CHECK(contains(line, "entries"));
+    const double header_mib = static_cast<double>(test_support::fs::file_size(file)) / (1 << 20);
+    MESSAGE(file, ": header ", header_mib, " MiB, peak ", u.max_rss_kib / 1024, " MiB (a refused tiny file: ",
+            base.max_rss_kib / 1024, " MiB)");
+    if (child_usage::kMeasuresMemory) CHECK(u.max_rss_kib < base.max_rss_kib + 48 * kMiB);
+  }
 }
