@@ -8,6 +8,7 @@
 #include <optional>
 #include <fmt/format.h>
 
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
@@ -202,6 +203,7 @@ private:
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(fmt::format("{}, the last checkpoint {} is intact", e.what(), last_checkpoint()));
     }
+    allocator_end_step(); // what this step did not reuse stops holding memory
     const double dt = runtime::seconds_now() - t0;
     train_seconds_ += dt;
     sum_.steps = s;
