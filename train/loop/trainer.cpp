@@ -358,7 +358,8 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
     if (o.reshard && !resumed)
       throw std::invalid_argument("--reshard continues a checkpoint with another shard count: it needs --resume");
     // before anything of the size of a batch or the model is allocated
-    check_fits_in_memory(training_memory(o.run, ranks, data->corpus() ? static_cast<double>(data->corpus()->tokens.bytes()) : 0),
+    check_fits_in_memory(training_memory(o.run, ranks, data->corpus() ? static_cast<double>(data->corpus()->tokens.bytes()) : 0,
+                                         o.eval_count, o.threads),
                          o.run, distributed::local_size());
     runtime::set_threads(o.threads);
     trainee = trainee_for(o, resumed, *data);
