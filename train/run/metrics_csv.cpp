@@ -24,8 +24,9 @@ constexpr const char* kHeader = kMetricsHeader;
 // dozen characters at most. A longer line is damage (or not a log), refused before it is held.
 constexpr std::size_t kMaxLineBytes = 1024;
 
-// A log that cannot be read as one: a first line that is not the header, a malformed row, a line
-// longer than any row. (A file that cannot be read at all is a plain std::invalid_argument.)
+// A log of ours that is damaged: a malformed row, a line longer than any row, after its header. (A
+// file that cannot be read, or whose first line is not the header - not a log of ours - is a plain
+// std::invalid_argument: a resumed run refuses it rather than move it.)
 struct DamagedLog : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
@@ -66,6 +67,10 @@ void for_each_line(int fd, const std::string& path, const std::function<bool(con
     if (r == 0) return;
     for (ssize_t i = 0; i < r; ++i) {
       if (buf[static_cast<std::size_t>(i)] != '\n') {
+        if (line.size() == kMaxLineBytes && line_number == 1)
+          throw std::invalid_argument(fmt::format("{}: not a headgrad metrics.csv (its first line is longer than {} "
+                                                  "bytes)",
+                                                  path, kMaxLineBytes));
         if (line.size() == kMaxLineBytes)
           throw DamagedLog(fmt::format("{}:{}: a line longer than {} bytes, not a row of the log", path, line_number,
                                        kMaxLineBytes));
@@ -116,8 +121,9 @@ std::uint64_t read_log(int fd, const std::string& path, std::optional<std::int64
   int line_number = 0;
   for_each_line(fd, path, [&](const std::string& line, std::uint64_t start) {
     if (++line_number == 1) {
-      if (line != kHeader)
-        throw DamagedLog(fmt::format("{}: not a headgrad metrics.csv (its first line is not {})", path, kHeader));
+      if (line != kHeader) // not a log of ours (a user's file): refused, never moved
+        throw std::invalid_argument(
+            fmt::format("{}: not a headgrad metrics.csv (its first line is not {})", path, kHeader));
     } else {
       const Row r = parse_row(line, path, line_number);
       if (last_step && r.step > *last_step) return false; // logged after the checkpoint: cut from here

@@ -61,9 +61,10 @@ public:
   // in this directory, continues the log there: its rows after that step and an unfinished last
   // line (a killed run's) are cut off first, and an empty log is given its header. The file is
   // opened with O_NOFOLLOW (and O_EXCL when created): a symbolic link or anything but a regular
-  // file is refused. Throws std::invalid_argument naming --out. A log to continue that is damaged
-  // (read_metrics_csv would refuse it) is renamed metrics.csv.damaged (.1, .2, ... if taken), said
-  // in one note on stderr, and a fresh log continues: the checkpoint, not the log, is the run.
+  // file is refused, and so is a file whose first line is not the log's header. Throws
+  // std::invalid_argument naming --out. A log to continue whose rows are damaged (read_metrics_csv
+  // would refuse it) is renamed metrics.csv.damaged (.1, .2, ... if taken), said in one note on
+  // stderr, and a fresh log continues: the checkpoint, not the log, is the run.
   MetricsCsv(const std::string& out_dir, std::optional<std::int64_t> resume_step);
   void step_row(std::int64_t step, double loss, double lr, double tokens_per_s);
   void eval_row(std::int64_t step, const EvalResult& e);
