@@ -93,13 +93,13 @@ TEST_CASE("fault 9: a damaged metrics.csv is kept aside and the resumed run cont
   REQUIRE_MESSAGE(r2.rc == 0, r2.err);
   CHECK(read_file(out + "/metrics.csv.damaged") == damaged);
   CHECK(read_file(out + "/metrics.csv.damaged.1") == kHeader + "x,y\n");
+  CHECK(step_rows(read_file(out + "/metrics.csv")) == std::vector<std::int64_t>{7});
   // a file whose first line is not the log's header is not a log of ours: refused, not moved
   test_support::write_file(out + "/metrics.csv", "my notes\n");
   std::vector<std::string> notes_file = tiny_run(out, 8);
   notes_file.insert(notes_file.end(), {"--resume", out + "/model.safetensors"});
   CHECK(contains(test_support::refusal_line(cli(notes_file, dir.path)), "not a headgrad metrics.csv"));
   CHECK(read_file(out + "/metrics.csv") == "my notes\n");
-  CHECK(step_rows(read_file(out + "/metrics.csv")) == std::vector<std::int64_t>{7});
 }
 
 // Fault 11: a relative --text was stored as given, so a run resumed from another directory could
