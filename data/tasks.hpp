@@ -13,9 +13,14 @@
 // Reproducibility: batch `index` of a run is a pure function of (config, seed, index), so a run
 // resumed from a checkpoint at step k sees the same batches k, k+1, ... as the uninterrupted run,
 // without replaying 0..k-1. The evaluation set has its own fixed seed (kEvalSeed) and is never
-// drawn from the training stream. (With short sequences and a small vocab the training stream
-// will still contain many evaluation sequences by chance - 15^4 = 50625 length-4 sequences exist
-// at vocab 16 - so length-4 accuracy measures memorisation as much as generalisation.)
+// drawn from the training stream.
+//
+// The held-out split: a hash of a sequence (its length and source tokens, held_out_side()) puts
+// about 1 in 16 of all sequences on the held-out side. Training rows are drawn only from the other
+// side (a row that lands on the held-out side is drawn again from the same generator) and the
+// evaluation set only from the held-out side, so no evaluation sequence is ever trained on,
+// however small the task space (15^4 = 50625 length-4 sequences exist at vocab 16: without the
+// split, a long run sees most of them). A space of fewer than kMinSplitSpace sequences is refused.
 //
 // Generation uses only headgrad::Generator (xoshiro256**, integer draws by rejection), so the
 // batches are bit-identical on every machine and compiler.
@@ -50,8 +55,22 @@ struct TaskConfig {
 };
 
 // Throws std::invalid_argument with one line naming the bad field(s) and value(s); also for
-// Task::text, which has no generated sequences.
+// Task::text, which has no generated sequences, and for a task space too small to split
+// (task_space_size < kMinSplitSpace).
 void validate(const TaskConfig& cfg);
+
+// The held-out split (see the top of this file). 1 in kHeldOutShare sequences is held out; the
+// smallest task space split is kMinSplitSpace sequences (about 60 of them held out).
+inline constexpr std::uint64_t kHeldOutShare = 16;
+inline constexpr std::int64_t kMinSplitSpace = 1000;
+
+// How many distinct sources cfg can generate: sum over len in [min_len, max_len] of (vocab-1)^len,
+// saturated at 2^62. Needs only vocab >= 2 and 1 <= min_len <= max_len.
+std::int64_t task_space_size(const TaskConfig& cfg);
+
+// Whether the source `tokens[0..len)` is on the held-out side of the split: a pure function of
+// the tokens (a 64-bit hash), the same for every task, seed and machine.
+bool held_out_side(const std::int64_t* tokens, std::int64_t len);
 
 struct Batch {
   Tensor tokens;            // (B, T) int64, source tokens, 0 after valid_lens[b]

@@ -273,9 +273,12 @@ TextCorpus corpus_of(const ByteSource& src, TokenizerKind kind, std::int64_t con
     s = scan_characters(src);
   }
   if (s.bytes == 0) throw std::invalid_argument(fmt::format("{} is empty", source));
-  if (s.nul_at)
-    throw std::invalid_argument(fmt::format("{} looks binary (a NUL byte at offset {}); give a text file", source,
-                                            *s.nul_at));
+  // A NUL is a byte like any other to the byte tokenizer (token 0); to the character tokenizer
+  // it says the file is not the text it expects.
+  if (s.nul_at && kind == TokenizerKind::chars)
+    throw std::invalid_argument(fmt::format("{} looks binary (a NUL byte at offset {}); give a text file, or "
+                                            "--tokenizer bytes, which reads any input",
+                                            source, *s.nul_at));
   if (s.invalid_utf8)
     throw std::invalid_argument(fmt::format("{} is not UTF-8 text (invalid byte 0x{:02x} at offset {}); "
                                             "--tokenizer bytes reads any text",

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -99,7 +100,7 @@ TEST_CASE("data: task names round-trip and unknown names list the valid ones") {
 
 TEST_CASE("data: validate() rejects bad configs with one clear line") {
   CHECK_NOTHROW(validate(TaskConfig{}));
-  CHECK_NOTHROW(validate(TaskConfig{Task::copy, 2, 1, 1}));
+  CHECK_NOTHROW(validate(TaskConfig{Task::copy, 2, 1, 1000})); // one sequence a length: 1000, the least split
   CHECK_NOTHROW(validate(TaskConfig{Task::copy, 16, kMaxSeqLen, kMaxSeqLen}));
   auto msg = [](TaskConfig c) {
     try {
@@ -127,7 +128,7 @@ TEST_CASE("data: validate() rejects bad configs with one clear line") {
 TEST_CASE("data: generated batches satisfy every invariant, for every task") {
   const std::vector<TaskConfig> configs = {
       {Task::copy, 16, 4, 16},   {Task::reverse, 16, 4, 16}, {Task::sort, 16, 4, 16},
-      {Task::sort, 3, 1, 9},     {Task::reverse, 2, 1, 5},   {Task::copy, 1000, 7, 7},
+      {Task::sort, 3, 1, 9},     {Task::reverse, 3, 1, 10},  {Task::copy, 1000, 7, 7},
       {Task::sort, 50, 30, 40},
   };
   for (const auto& cfg : configs) {
@@ -191,7 +192,9 @@ TEST_CASE("data: the stream is pinned (a change here silently changes every repo
   CHECK(lens == std::vector<std::int64_t>{8, 5});
   const Batch e = make_eval_set(TaskConfig{Task::copy, 16, 4, 8}, 1);
   INFO("eval ", format_sequence(e.tokens, 0, 8));
-  CHECK(format_sequence(e.tokens, 0, 8) == "9 14 8 8 2 0 0 0");
+  // (re-pinned when the held-out set began to be drawn from its side of the split only; the
+  // training stream above did not change)
+  CHECK(format_sequence(e.tokens, 0, 8) == "4 15 4 12 13 5 9 0");
 }
 
 TEST_CASE("data: the eval set is fixed and is not the training stream") {
@@ -377,4 +380,53 @@ TEST_CASE("data: a 64x16 batch is cheap: no allocation beyond its three tensors"
   }
   // The storage cache serves every tensor after warm-up: the steady state reaches no malloc.
   CHECK(allocator_stats().system_allocs == before.system_allocs);
+}
+
+// Fault 6 (the held-out split): no evaluation sequence is ever a training sequence, however small
+// the task space - before the split, vocab 4 with lengths 4..6 evaluated on sequences that all
+// occurred in training - and a space too small to split is refused in one line.
+TEST_CASE("data: fault 6: the held-out set is disjoint from every training batch, and a tiny task space is refused") {
+  auto sources = [](const Batch& b) {
+    std::set<std::vector<std::int64_t>> out;
+    const auto lens = b.valid_lens.to_int_vector();
+    for (std::int64_t r = 0; r < b.tokens.size(0); ++r) {
+      const auto row = row_of(b.tokens, r);
+      out.emplace(row.begin(), row.begin() + lens[r]);
+    }
+    return out;
+  };
+  for (const TaskConfig& cfg : {TaskConfig{Task::copy, 4, 4, 6}, TaskConfig{Task::sort, 8, 4, 8}, TaskConfig{}}) {
+    CAPTURE(cfg.vocab);
+    CAPTURE(cfg.max_len);
+    const auto held_out = sources(make_eval_set(cfg, 1000));
+    std::size_t trained = 0, overlap = 0;
+    for (std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{42}})
+      for (std::uint64_t i = 0; i < 200; ++i)
+        for (const auto& s : sources(make_batch(cfg, seed, i, 32))) {
+          ++trained;
+          overlap += held_out.count(s);
+        }
+    CHECK(trained > 1000);
+    CHECK(overlap == 0);
+    // The chunked reader gives the same held-out rows.
+    EvalSetReader reader(cfg, 1000);
+    std::set<std::vector<std::int64_t>> chunked;
+    for (Batch b = reader.next(300); b.tokens.defined(); b = reader.next(300))
+      for (const auto& s : sources(b)) chunked.insert(s);
+    CHECK(chunked == held_out);
+  }
+  // Too small to split: one line naming the space's size; every entry point refuses it.
+  for (const TaskConfig& tiny : {TaskConfig{Task::copy, 2, 1, 5}, TaskConfig{Task::copy, 4, 4, 5}}) {
+    std::string what = "<no throw>";
+    try {
+      validate(tiny);
+    } catch (const std::invalid_argument& e) {
+      what = e.what();
+    }
+    CAPTURE(what);
+    CHECK(what.find("too few to split") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);
+    CHECK_THROWS_AS(make_eval_set(tiny, 10), std::invalid_argument);
+    CHECK_THROWS_AS(make_batch(tiny, 1, 0, 4), std::invalid_argument);
+  }
 }

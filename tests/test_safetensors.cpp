@@ -237,15 +237,15 @@ TEST_CASE("safetensors: refuses a truncated or mislabelled length prefix") {
   CHECK_REFUSED(le64(0), "header is empty");
 }
 
-TEST_CASE("safetensors: refuses a header over the 100 MB limit before reading it") {
-  // A sparse file: 100 MB + 1 of header length, no disk space used, nothing read or allocated.
+TEST_CASE("safetensors: refuses a header over the 16 MiB limit before reading it") {
+  // A sparse file: 16 MiB + 1 of header length, no disk space used, nothing read or allocated.
   const test_support::TempDir dir("test_safetensors");
   const std::string path = dir / "huge.safetensors";
   write_file(path, le64(kMaxSafetensorsHeaderBytes + 1) + "{");
   fs::resize_file(path, 8 + kMaxSafetensorsHeaderBytes + 1);
   const std::string msg = error_of<std::invalid_argument>([&] { (void)load_safetensors(path); });
   INFO(msg);
-  CHECK(msg == path + ": header length 100000001 exceeds the limit of 100000000 bytes");
+  CHECK(msg == path + ": header length 16777217 exceeds the limit of 16777216 bytes");
 }
 
 TEST_CASE("safetensors: refuses a header that is not a JSON object") {

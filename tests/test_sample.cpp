@@ -144,7 +144,7 @@ TEST_CASE("headgrad sample: bad flags are one line and exit code 2") {
   const std::string ckpt = trained_checkpoint(dir);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"sample"}, "--checkpoint FILE is required"},
-      {{"sample", "--checkpoint", ckpt, "--temperature", "-1"}, "--temperature must be between 0"},
+      {{"sample", "--checkpoint", ckpt, "--temperature", "-1"}, "--temperature must be 0 (greedy) or between"},
       {{"sample", "--checkpoint", ckpt, "--top-k", "-2"}, "--top-k must be at least 0"},
       {{"sample", "--checkpoint", ckpt, "--tokens", "many"}, "--tokens must be an integer"},
       {{"sample", "--checkpoint", ckpt, "--prompt", "ZEBRA"}, "--prompt:"},
@@ -170,5 +170,30 @@ TEST_CASE("headgrad train --task text refuses an empty or binary or too short te
                                          dir.path);
     CHECK(contains(test_support::refusal_line(r), name));
     CHECK_FALSE(std::filesystem::exists(dir / "run/model.safetensors"));
+  }
+}
+
+// Fault 15: a subnormal temperature is a finite number, and sampling with it is well defined (the
+// logits' differences divided by it are 0 or -inf: the argmax, as greedy); the refusals say the
+// real bounds - 0 for greedy, else from the smallest positive double up to 1e6.
+TEST_CASE("headgrad sample: fault 15: --temperature 1e-320 samples; the refusal states the real range") {
+  TempDir dir;
+  const std::string ckpt = trained_checkpoint(dir);
+  auto sample = [&](const std::string& temperature) {
+    return test_support::run_cli({"sample", "--checkpoint", ckpt, "--tokens", "30", "--prompt", "one two three ",
+                                  "--temperature", temperature},
+                                 dir.path);
+  };
+  const auto greedy = sample("0"), tiny = sample("1e-320");
+  REQUIRE(greedy.rc == 0);
+  CAPTURE(tiny.err);
+  REQUIRE(tiny.rc == 0);
+  CHECK(tiny.out == greedy.out);
+  for (const std::string bad : {"-1", "1e-400", "2e6", "nan", "inf", "warm"}) {
+    CAPTURE(bad);
+    const auto r = sample(bad);
+    const std::string line = test_support::refusal_line(r);
+    CHECK(contains(line, "--temperature must be 0 (greedy) or between 4.9e-324 and 1e6"));
+    CHECK(contains(line, "'" + bad + "'"));
   }
 }

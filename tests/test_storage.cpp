@@ -142,3 +142,31 @@ TEST_CASE("storage: a thread gets its own freed block back before another thread
   CHECK(allocator_stats().system_allocs == before.system_allocs);
   allocator_release_cache();
 }
+
+// Fault 16: allocator_end_step gives back what the step now ending did not reuse, and nothing it
+// did; AllocatorPhase gives back the cache when a phase of other shapes begins and ends.
+TEST_CASE("storage: fault 16: the end of a step returns the blocks the step did not reuse, and only those") {
+  if (!cache_on()) return;
+  allocator_end_step(); // a step boundary before the blocks below
+  { Storage used(1 << 20), idle(3 << 20); } // one "step" frees both
+  allocator_end_step();
+  CHECK(allocator_stats().bytes_cached >= (4u << 20));
+  for (int step = 0; step < 3; ++step) { // the steps reuse the 1 MiB block only
+    { Storage again(1 << 20); }
+    allocator_end_step();
+    // the 3 MiB block went back at the end of the first step that did not take it
+    CHECK(allocator_stats().bytes_cached == (1u << 20));
+  }
+  const AllocatorStats steady = allocator_stats();
+  { Storage again(1 << 20); }
+  allocator_end_step();
+  CHECK(allocator_stats().cache_hits == steady.cache_hits + 1); // the reused block stayed cached
+  CHECK(allocator_stats().system_allocs == steady.system_allocs);
+  {
+    const AllocatorPhase phase; // an evaluation: starts with nothing cached, leaves nothing cached
+    CHECK(allocator_stats().bytes_cached == 0);
+    { Storage chunk(5 << 20); }
+    CHECK(allocator_stats().bytes_cached >= (5u << 20));
+  }
+  CHECK(allocator_stats().bytes_cached == 0);
+}

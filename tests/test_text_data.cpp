@@ -82,7 +82,7 @@ TEST_CASE("text corpus: refuses a missing, empty, binary or too short file with 
   CHECK(contains(error_of<std::invalid_argument>([&] { (void)load_text_corpus(dir.path.string(), TokenizerKind::chars, 8); }),
                  "is a directory"));
   CHECK(contains(refusal("", TokenizerKind::chars, 8), "t.txt is empty"));
-  CHECK(contains(refusal(sample_text() + std::string(1, '\0'), TokenizerKind::bytes, 8), "looks binary (a NUL byte at offset 660)"));
+  CHECK(contains(refusal(sample_text() + std::string(1, '\0'), TokenizerKind::chars, 8), "looks binary (a NUL byte at offset 660)"));
   CHECK(contains(refusal("abc\xFF" + sample_text(), TokenizerKind::chars, 8), "is not UTF-8 text (invalid byte 0xff at offset 3)"));
   const std::string short_msg = refusal("0123456789012345678", TokenizerKind::chars, 8);
   CHECK(contains(short_msg, "is too short: 19 characters for --context 8"));
@@ -91,6 +91,23 @@ TEST_CASE("text corpus: refuses a missing, empty, binary or too short file with 
   // bytes read what chars refuses
   const TextCorpus c = text_corpus_of("abc\xFF" + sample_text(), TokenizerKind::bytes, 8, "latin-1");
   CHECK(c.tokens[3] == 0xFF);
+}
+
+// Fault 12: the byte tokenizer reads any input, NUL bytes included (its tokens are the bytes:
+// 0..255, a NUL is token 0); the character tokenizer still takes a NUL for a binary file, naming
+// --tokenizer bytes.
+TEST_CASE("text corpus: fault 12: --tokenizer bytes reads NUL bytes, chars refuses them naming bytes") {
+  TempDir dir;
+  const std::string text = sample_text() + std::string(1, '\0') + "after the NUL" + std::string(3, '\0');
+  test_support::write_file(dir / "nul.bin", text);
+  const TextCorpus c = load_text_corpus(dir / "nul.bin", TokenizerKind::bytes, 8);
+  REQUIRE(c.tokens.size() == static_cast<std::int64_t>(text.size()));
+  CHECK(c.tokens[static_cast<std::int64_t>(sample_text().size())] == 0);
+  CHECK(c.tokenizer.decode(c.tokens.slice(0, c.tokens.size())) == text);
+  const std::string chars = error_of<std::invalid_argument>(
+      [&] { (void)load_text_corpus(dir / "nul.bin", TokenizerKind::chars, 8); });
+  CHECK(contains(chars, fmt::format("a NUL byte at offset {}", sample_text().size())));
+  CHECK(contains(chars, "--tokenizer bytes"));
 }
 
 TEST_CASE("text corpus: the last 10 percent validates and the fingerprint names the text") {
@@ -182,7 +199,7 @@ TEST_CASE("text corpus from a file read in 1 MB pieces: a character across a pie
                  fmt::format("invalid byte 0xff at offset {}", (1 << 20) + 5)));
   bad[(std::size_t{1} << 20) + 9] = '\0';
   test_support::write_file(dir / "bad.txt", bad);
-  CHECK(contains(error_of<std::invalid_argument>([&] { (void)load_text_corpus(dir / "bad.txt", TokenizerKind::bytes, 8); }),
+  CHECK(contains(error_of<std::invalid_argument>([&] { (void)load_text_corpus(dir / "bad.txt", TokenizerKind::chars, 8); }),
                  fmt::format("a NUL byte at offset {}", (1 << 20) + 9)));
   // a character cut short at the very end
   test_support::write_file(dir / "cut.txt", sample_text() + "\xE2\x82");

@@ -11,8 +11,9 @@
 // Reading guarantees (a checkpoint or fixture may be truncated, corrupt or hostile):
 // - Every malformed input throws std::invalid_argument with one message "<file>: <problem>";
 //   nothing is read out of bounds. The header length is checked against the file size before
-//   the header is read (2^63 is refused before anything is allocated; so is anything over 100 MB,
-//   the reference implementation's limit), and the whole header is checked against the data size
+//   the header is read (2^63 is refused before anything is allocated; so is anything over 16 MiB,
+//   kMaxSafetensorsHeaderBytes, and a header is refused at its first entry past
+//   kMaxSafetensorsEntries), and the whole header is checked against the data size
 //   before any tensor is allocated: tensor memory is bounded by the file size, and parsing time
 //   and memory are linear in the header size.
 // - As the spec requires, the tensors must index the whole data buffer: no overlaps, no holes, no
@@ -59,8 +60,16 @@
 
 namespace headgrad::io {
 
-// The largest header accepted, as in the reference implementation (MAX_HEADER_SIZE).
-inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+// The largest header accepted, and the most entries (tensors and metadata keys together) it may
+// hold. Parsing costs memory per entry (its name, its checked fields): a header of 1.5 million
+// empty tensors in 90 MB cost 1.0 GB to refuse, 29 MB of metadata keys 724 MB. Both bounds are
+// checked before the entries are stored - the size before the header is read, the count as each
+// entry is met - so a refused header costs about its own size. They are far above what a model
+// needs (a checkpoint holds two entries per parameter tensor, itself and its checksum, and a few
+// dozen more) and below the reference implementation's 100 MB (MAX_HEADER_SIZE), which a header
+// of tiny entries turns into gigabytes.
+inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = std::uint64_t{16} << 20;
+inline constexpr std::uint64_t kMaxSafetensorsEntries = std::uint64_t{1} << 16;
 
 using headgrad::NamedTensors; // framework/core/tensor.hpp
 

@@ -34,7 +34,7 @@ struct Layout {
 };
 
 // Decodes the 8-byte little-endian header length and checks it against the file size (which
-// must be at least 8). Returns N, which is then <= file_size - 8 and <= the 100 MB limit.
+// must be at least 8). Returns N, which is then <= file_size - 8 and <= kMaxSafetensorsHeaderBytes.
 std::uint64_t check_header_length(const unsigned char* first8, std::uint64_t file_size, const std::string& where);
 
 // Parses and validates the N header bytes; data_size = file size - 8 - N.

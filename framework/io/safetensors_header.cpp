@@ -188,6 +188,11 @@ public:
 
   bool key(std::string& k) {
     Frame& top = stack_.back();
+    // A tensor (a key of the top object) or a metadata entry: counted before it is stored.
+    if ((stack_.size() == 1 || (stack_.size() == 2 && stack_[0].key == "__metadata__")) &&
+        ++entries_ > kMaxSafetensorsEntries)
+      fail(where_, fmt::format("header has more than {} entries (tensors and metadata); headgrad reads at most that many",
+                               kMaxSafetensorsEntries));
     if (!top.keys.insert(k).second) {
       if (stack_.size() == 1)
         fail(where_, k == "__metadata__" ? std::string("duplicate \"__metadata__\" in the header")
@@ -273,6 +278,7 @@ private:
   }
 
   std::vector<Frame> stack_;
+  std::uint64_t entries_ = 0; // tensors and metadata entries met so far
   std::uint64_t data_size_;
   const std::string& where_;
 };

@@ -1,6 +1,7 @@
 // plot_command.cpp - `headgrad plot RUN_DIR... [--out FILE]`: the training curves of one or more
 // runs (each directory's metrics.csv) overlaid in one SVG with a legend, e.g. two learning rates.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -20,6 +21,12 @@ std::string run_name(std::string dir) {
   return dir;
 }
 
+// A loss as the summary shows it: 4 decimals, or 4 significant digits for one far from 1 (a
+// diverged run's 1e30 is not printed as 31 digits).
+std::string loss_text(double loss) {
+  return std::abs(loss) < 1e6 ? fmt::format("{:.4f}", loss) : fmt::format("{:.4g}", loss);
+}
+
 // One line per run: what a reader wants before opening the picture.
 std::string run_summary(const train::RunCurves& run) {
   const train::MetricsLog& log = run.log;
@@ -30,8 +37,9 @@ std::string run_summary(const train::RunCurves& run) {
     losses.push_back(s.loss);
     lr = std::max(lr, s.lr);
   }
-  std::string line = fmt::format("  {}: {} steps, lr up to {:g}, smoothed training loss {:.4f} at the last step",
-                                 run.name, log.steps.size(), lr, train::smoothed(losses).back());
+  // the run's steps (its last step's number), not the points kept for the picture
+  std::string line = fmt::format("  {}: {} steps, lr up to {:.4g}, smoothed training loss {} at the last step",
+                                 run.name, log.last_step, lr, loss_text(train::smoothed(losses).back()));
   if (!log.evals.empty())
     line += fmt::format(", held-out seq acc {:.4f} at step {}", log.evals.back().seq_acc, log.evals.back().step);
   return line + "\n";

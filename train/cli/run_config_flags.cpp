@@ -1,5 +1,6 @@
 #include "train/cli/run_config_flags.hpp"
 
+#include <filesystem>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -92,6 +93,10 @@ train::RunConfig run_config_from_flags(const Args& args, RunFields which) {
   train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
     if (selected(which, f) && (args.given(f.flag) || !text)) read_flag(args, f, c.*member);
   });
+  // The corpus by its absolute path: the checkpoint stores it, and a run resumed from another
+  // working directory still finds it (any path to the same contents is accepted on resume: the
+  // text's fingerprint is what must match, TaskData::check_same_text).
+  if (c.is_text() && !c.text.empty()) c.text = std::filesystem::absolute(c.text).lexically_normal().string();
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {
@@ -130,6 +135,7 @@ train::RunConfig resumed_run_config(const Args& args, const train::RunConfig& fr
         (f.role == train::Role::layout && (reshard || args.given(f.flag))))
       c.*member = from_flags.*member;
   });
+  if (args.given("text")) c.text = from_flags.text; // the same contents by another path (checked by fingerprint)
   if (c.steps <= checkpoint.step)
     throw CliError(fmt::format("--steps {} is not beyond the checkpoint's step {}; ask for more steps to resume",
                                c.steps, checkpoint.step));

@@ -2,7 +2,10 @@
 // streamed character by character as it is generated (nanoGPT's sample.py). The checkpoint holds
 // everything it needs: the model and the vocabulary.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <limits>
 #include <cstdio>
 #include <fmt/format.h>
 
@@ -49,6 +52,22 @@ private:
   data::Utf8Stream utf8_;
 };
 
+// --temperature: 0 (greedy) or a positive double up to 1e6. Any positive value is well defined:
+// the sampler divides differences to the largest logit (<= 0) by it, so a tiny temperature gives
+// 0 or -inf, i.e. the argmax. strtod reports a subnormal such as 1e-320 with ERANGE although it
+// is exact enough, so the range is checked here, not by Args::real; only a value that underflows
+// to 0 (1e-400) or overflows is refused, with the real bounds.
+double temperature_of(const std::string& text) {
+  const std::string bounds = fmt::format("--temperature must be 0 (greedy) or between {:.2g} and 1e6, got '{}'",
+                                         std::numeric_limits<double>::denorm_min(), text);
+  errno = 0;
+  char* end = nullptr;
+  const double t = std::strtod(text.c_str(), &end);
+  const bool underflow = errno == ERANGE && t == 0.0 && text.find_first_of("123456789") != std::string::npos;
+  if (text.empty() || *end != '\0' || underflow || !(t >= 0.0) || t > 1e6) throw CliError(bounds);
+  return t;
+}
+
 } // namespace
 
 int sample_command(int argc, char** argv) {
@@ -56,7 +75,8 @@ int sample_command(int argc, char** argv) {
             {{"checkpoint", Kind::text, "", "model.safetensors written by headgrad train --task text", "FILE"},
              {"prompt", Kind::text, "", "text to continue (default: a newline, as nanoGPT's sample.py)", "TEXT"},
              {"tokens", Kind::integer, "500", "tokens (characters) to generate (streamed: memory does not grow with it)"},
-             {"temperature", Kind::real, "0.8", "divides the logits: < 1 safer, > 1 wilder; 0 = greedy (argmax)"},
+             {"temperature", Kind::text, "0.8",
+              "divides the logits: < 1 safer, > 1 wilder; 0 = greedy (argmax); at most 1e6", "T"},
              {"top-k", Kind::integer, "200", "draw only among the k likeliest tokens (0 = all; above the vocabulary "
                                              "size: all)"},
              {"seed", Kind::integer, "1337", "the draws' seed: the same seed gives the same text"},
@@ -72,9 +92,7 @@ int sample_command(int argc, char** argv) {
   if (path.empty()) throw CliError("--checkpoint FILE is required");
   models::GenerateOptions o;
   o.tokens = args.integer_at_least("tokens", 0);
-  o.sample.temperature = args.real("temperature");
-  if (!(o.sample.temperature >= 0.0) || o.sample.temperature > 1e6)
-    throw CliError(fmt::format("--temperature must be between 0 (greedy) and 1e6, got {}", args.text("temperature")));
+  o.sample.temperature = temperature_of(args.text("temperature"));
   const std::int64_t top_k = args.integer_at_least("top-k", 0);
   const std::uint64_t seed = args.unsigned_integer("seed");
   o.kv_cache = !args.flag("no-cache");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "framework/core/autograd.hpp"
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "framework/ops/nn_ops.hpp"
 
 namespace headgrad::train {
@@ -22,6 +23,7 @@ EvalResult evaluate(models::TokenModel& model, const data::Batch& eval_set) {
 }
 
 EvalResult evaluate(models::TokenModel& model, const EvalRows& next, std::int64_t sequence_length) {
+  const AllocatorPhase phase; // the training step's cached blocks and the chunks' are never held at once
   NoGradGuard ng;
   const bool was_training = model.training();
   model.eval();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <fmt/format.h>
 
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "framework/core/autograd.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/consistency.hpp"
@@ -235,6 +236,7 @@ private:
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(fmt::format("{}, the last checkpoint {} is intact", e.what(), last_checkpoint()));
     }
+    allocator_end_step(); // what this step did not reuse stops holding memory
     const double dt = runtime::seconds_now() - t0;
     train_seconds_ += dt;
     sum_.steps = s;
@@ -422,7 +424,8 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
     if (o.reshard && !resumed)
       throw std::invalid_argument("--reshard continues a checkpoint with another shard count: it needs --resume");
     // before anything of the size of a batch or the model is allocated
-    check_fits_in_memory(training_memory(o.run, ranks, data->corpus() ? static_cast<double>(data->corpus()->tokens.bytes()) : 0),
+    check_fits_in_memory(training_memory(o.run, ranks, data->corpus() ? static_cast<double>(data->corpus()->tokens.bytes()) : 0,
+                                         o.eval_count, o.threads),
                          o.run, distributed::local_size());
     runtime::set_threads(o.threads);
     trainee = trainee_for(o, resumed, *data);

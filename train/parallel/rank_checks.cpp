@@ -11,7 +11,11 @@ using distributed::first_difference;
 
 void check_same_settings(const TrainOptions& o) {
   std::vector<std::pair<std::string, std::string>> settings;
-  visit_run_fields([&](const FieldInfo& f, auto member) { settings.emplace_back(std::string("--") + f.flag, to_text(o.run.*member)); });
+  // (not --text: ranks on other machines may read the same contents by other paths; the texts are
+  // compared by fingerprint, check_same_data)
+  visit_run_fields([&](const FieldInfo& f, auto member) {
+    if (f.flag != std::string("text")) settings.emplace_back(std::string("--") + f.flag, to_text(o.run.*member));
+  });
   visit_train_options([&](const OptionInfo& f, auto member) {
     if (f.same_on_every_rank) settings.emplace_back(option_name(f), option_text(o.*member));
   });
@@ -25,9 +29,10 @@ void check_same_data(const TaskData& data) {
   std::vector<std::pair<std::string, std::string>> mine; // (a toy task has nothing to read)
   if (corpus) mine.emplace_back("fingerprint", fmt::format("{:016x}", corpus->fingerprint));
   if (const auto d = first_difference(mine))
-    throw CollectiveError(fmt::format("the ranks read different texts: rank {}'s {} has fingerprint {}, rank 0's {}; "
-                                      "every rank must read the same contents",
-                                      d->rank, corpus ? corpus->source : "text", d->value, d->root_value));
+    // (rank 0, which prints it, names its own text: the other rank's path may differ)
+    throw CollectiveError(fmt::format("the ranks read different texts: rank {}'s text has fingerprint {}, rank 0's "
+                                      "({}) {}; every rank must read the same contents",
+                                      d->rank, d->value, corpus ? corpus->source : "text", d->root_value));
 }
 
 void check_same_start(const nn::Module& model, const optim::Optimizer& optimizer) {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "framework/core/autograd.hpp"
+#include "framework/engine/alloc/caching_allocator.hpp"
 #include "train/pictures/heatmap_svg.hpp"
 
 namespace headgrad::train {
@@ -39,6 +40,7 @@ void write_attention_svg(models::TokenModel& model, const data::Batch& example, 
   const std::int64_t len = example.valid_lens.to_int_vector()[0], T = example.tokens.shape()[1];
   NoGradGuard ng;
   model.eval();
+  const AllocatorPhase phase; // every layer's (H, T, T) weights: not on top of a training step's cache
   model.keep_attention_weights(true); // the fused attention path keeps them only when asked
   const Tensor logits = model.forward(example.tokens, example.valid_lens);
   model.keep_attention_weights(false);

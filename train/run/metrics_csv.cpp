@@ -1,6 +1,8 @@
 #include "train/run/metrics_csv.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -18,6 +20,32 @@ namespace {
 
 constexpr const char* kHeader = kMetricsHeader;
 
+// The longest line a log holds: a row is a step (at most 19 digits) and six numbers of a few
+// dozen characters at most. A longer line is damage (or not a log), refused before it is held.
+constexpr std::size_t kMaxLineBytes = 1024;
+
+// A log of ours that is damaged: a malformed row, a line longer than any row, after its header. (A
+// file that cannot be read, or whose first line is not the header - not a log of ours - is a plain
+// std::invalid_argument: a resumed run refuses it rather than move it.)
+struct DamagedLog : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// A step field: a whole number of at most 18 digits (no sign, exponent, fraction, nan or inf).
+bool step_number(const std::string& field, std::int64_t& step) {
+  if (field.empty() || field.size() > 18 || field.find_first_not_of("0123456789") != std::string::npos) return false;
+  step = std::stoll(field);
+  return true;
+}
+
+// A field of a damaged line, fit for a one-line message.
+std::string shown(const std::string& field) {
+  std::string s = field.size() > 24 ? field.substr(0, 21) + "..." : field;
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
+  return s;
+}
+
 // A number field of a row; empty fields are absent values (false).
 bool number(const std::string& field, double& value) {
   if (field.empty()) return false;
@@ -31,7 +59,7 @@ bool number(const std::string& field, double& value) {
 void for_each_line(int fd, const std::string& path, const std::function<bool(const std::string&, std::uint64_t)>& fn) {
   std::vector<char> buf(1 << 16);
   std::string line;
-  std::uint64_t offset = 0, line_start = 0;
+  std::uint64_t offset = 0, line_start = 0, line_number = 1;
   for (;;) {
     const ssize_t r = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(offset));
     if (r < 0 && errno == EINTR) continue;
@@ -39,10 +67,18 @@ void for_each_line(int fd, const std::string& path, const std::function<bool(con
     if (r == 0) return;
     for (ssize_t i = 0; i < r; ++i) {
       if (buf[static_cast<std::size_t>(i)] != '\n') {
+        if (line.size() == kMaxLineBytes && line_number == 1)
+          throw std::invalid_argument(fmt::format("{}: not a headgrad metrics.csv (its first line is longer than {} "
+                                                  "bytes)",
+                                                  path, kMaxLineBytes));
+        if (line.size() == kMaxLineBytes)
+          throw DamagedLog(fmt::format("{}:{}: a line longer than {} bytes, not a row of the log", path, line_number,
+                                       kMaxLineBytes));
         line += buf[static_cast<std::size_t>(i)];
         continue;
       }
       if (!fn(line, line_start)) return;
+      ++line_number;
       line.clear();
       line_start = offset + static_cast<std::uint64_t>(i) + 1;
     }
@@ -61,11 +97,12 @@ Row parse_row(const std::string& line, const std::string& path, int line_number)
   std::vector<std::string> f;
   std::istringstream fields(line + ",");
   for (std::string field; std::getline(fields, field, ',');) f.push_back(field);
-  double step = 0;
-  if (f.size() != 7 || !number(f[0], step))
-    throw std::invalid_argument(fmt::format("{}:{}: not a row of 7 fields starting with the step", path, line_number));
+  if (f.size() != 7)
+    throw DamagedLog(fmt::format("{}:{}: not a row of 7 fields starting with the step", path, line_number));
   Row r;
-  r.step = static_cast<std::int64_t>(step);
+  if (!step_number(f[0], r.step))
+    throw DamagedLog(fmt::format("{}:{}: the step '{}' is not a step number (a whole number of at most 18 digits)",
+                                 path, line_number, shown(f[0])));
   r.has_step = number(f[1], r.loss) && number(f[2], r.lr);
   r.has_eval = number(f[4], r.eval_loss) && number(f[5], r.token_acc) && number(f[6], r.seq_acc);
   return r;
@@ -84,7 +121,7 @@ std::uint64_t read_log(int fd, const std::string& path, std::optional<std::int64
   int line_number = 0;
   for_each_line(fd, path, [&](const std::string& line, std::uint64_t start) {
     if (++line_number == 1) {
-      if (line != kHeader)
+      if (line != kHeader) // not a log of ours (a user's file): refused, never moved
         throw std::invalid_argument(
             fmt::format("{}: not a headgrad metrics.csv (its first line is not {})", path, kHeader));
     } else {
@@ -96,6 +133,19 @@ std::uint64_t read_log(int fd, const std::string& path, std::optional<std::int64
     return true;
   });
   return keep;
+}
+
+// Renames the log at `path` to the first free name of path.damaged, path.damaged.1, ... (never
+// over an earlier damaged log) and returns that name.
+template <typename Refuse> std::string keep_aside(const std::string& path, const Refuse& refuse) {
+  for (int n = 0; n < 1000; ++n) {
+    const std::string aside = path + ".damaged" + (n == 0 ? std::string() : fmt::format(".{}", n));
+    std::error_code ec;
+    if (std::filesystem::symlink_status(aside, ec).type() != std::filesystem::file_type::not_found) continue;
+    if (::rename(path.c_str(), aside.c_str()) != 0) throw refuse(std::strerror(errno));
+    return aside;
+  }
+  throw refuse("it is damaged, and 1000 damaged logs are already kept aside beside it");
 }
 
 } // namespace
@@ -115,6 +165,7 @@ MetricsLog CurveLog::log() const {
   for (const auto& p : steps_.points()) out.steps.push_back({p.step, p.values[0], p.values[1]});
   for (const auto& p : evals_.points()) out.evals.push_back({p.step, p.values[0], p.values[1], p.values[2]});
   out.rows_per_point = steps_.rows_per_point();
+  out.last_step = std::max<std::int64_t>(0, steps_.last_step());
   return out;
 }
 
@@ -141,13 +192,28 @@ MetricsCsv::MetricsCsv(const std::string& out_dir, std::optional<std::int64_t> r
     }
     (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (!fresh) { // a killed run's log: cut back to the checkpoint, and an empty log is a fresh one
-      const std::uint64_t keep = read_log(fd, path_, resume_step, curves_);
+      std::uint64_t keep = 0;
+      try {
+        keep = read_log(fd, path_, resume_step, curves_);
+      } catch (const DamagedLog& damage) {
+        // The checkpoint is the truth and the log its history: a damaged log does not stop the
+        // run. It is kept aside as it is, and a fresh log continues from the checkpoint's step.
+        ::close(fd);
+        fd = -1;
+        const std::string aside = keep_aside(path_, refuse);
+        fmt::print(stderr, "headgrad: note: {}; kept aside as {}, a fresh metrics.csv continues after step {}\n",
+                   damage.what(), aside, *resume_step);
+        std::fflush(stderr);
+        curves_ = CurveLog{};
+        fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) throw refuse(std::strerror(errno));
+      }
       if (::ftruncate(fd, static_cast<off_t>(keep)) != 0) throw refuse(std::strerror(errno));
       fresh = keep == 0;
     }
     if (::lseek(fd, 0, SEEK_END) < 0) throw refuse(std::strerror(errno));
   } catch (...) {
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
     throw;
   }
   file_.reset(::fdopen(fd, "a"));

@@ -35,6 +35,7 @@ struct MetricsLog {
   std::vector<Step> steps;
   std::vector<Eval> evals;
   std::int64_t rows_per_point = 1; // > 1: thinned, each step point the mean of this many steps' rows
+  std::int64_t last_step = 0;      // the last step row's step: the run's steps so far (0: none)
 };
 
 // A log as its curves use it, in bounded memory: rows added one at a time are kept thinned to at
@@ -60,7 +61,10 @@ public:
   // in this directory, continues the log there: its rows after that step and an unfinished last
   // line (a killed run's) are cut off first, and an empty log is given its header. The file is
   // opened with O_NOFOLLOW (and O_EXCL when created): a symbolic link or anything but a regular
-  // file is refused. Throws std::invalid_argument naming --out.
+  // file is refused, and so is a file whose first line is not the log's header. Throws
+  // std::invalid_argument naming --out. A log to continue whose rows are damaged (read_metrics_csv
+  // would refuse it) is renamed metrics.csv.damaged (.1, .2, ... if taken), said in one note on
+  // stderr, and a fresh log continues: the checkpoint, not the log, is the run.
   MetricsCsv(const std::string& out_dir, std::optional<std::int64_t> resume_step);
   void step_row(std::int64_t step, double loss, double lr, double tokens_per_s);
   void eval_row(std::int64_t step, const EvalResult& e);
@@ -78,7 +82,9 @@ private:
 // Reads a metrics.csv, also one a running training is still writing (an unfinished last line is
 // left out), a line at a time into a CurveLog: memory does not grow with the log's length. Throws
 // std::invalid_argument naming the file (and line) if it cannot be read, is not a regular file,
-// or is not such a log.
+// or is not such a log: a first line other than the header, a row that is not 7 fields, a step
+// that is not a whole number of at most 18 digits (1e300, nan), a line longer than any row (refused
+// as soon as it is, without holding it).
 MetricsLog read_metrics_csv(const std::string& path);
 
 } // namespace headgrad::train

@@ -80,6 +80,12 @@ void RunConfig::validate() const {
   if (task == data::Task::sort && vocab < 3)
     throw std::invalid_argument(
         fmt::format("--vocab must be at least 3 for sort (two distinct tokens besides padding), got {}", vocab));
+  if (!is_text())
+    if (const std::int64_t space = data::task_space_size(task_config()); space < data::kMinSplitSpace)
+      throw std::invalid_argument(fmt::format(
+          "--vocab {} with --min-len {} --max-len {} gives {} distinct sequences, too few to split into training and "
+          "held-out sequences (at least {}: raise --vocab or --max-len)",
+          vocab, min_len, max_len, space, data::kMinSplitSpace));
 }
 
 std::string metadata_key(const FieldInfo& field) {
@@ -166,7 +172,9 @@ std::string rule_error(const FieldInfo& f, const std::string& v) {
 std::vector<ResumeConflict> resume_conflicts(const RunConfig& run, const RunConfig& checkpoint, bool reshard) {
   std::vector<ResumeConflict> out;
   visit_run_fields([&](const FieldInfo& f, auto member) {
-    if (must_match_on_resume(f.role) && !(reshard && f.role == Role::layout) && run.*member != checkpoint.*member)
+    // (the text is compared by its contents' fingerprint, not its path: TaskData::check_same_text)
+    if (must_match_on_resume(f.role) && !(reshard && f.role == Role::layout) && f.flag != std::string("text") &&
+        run.*member != checkpoint.*member)
       out.push_back({f, to_text(run.*member), to_text(checkpoint.*member)});
   });
   return out;

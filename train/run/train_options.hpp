@@ -57,7 +57,9 @@ template <typename Visit> void visit_train_options(Visit&& visit) {
   visit(OptionInfo{"eval-every", "", "evaluate on the held-out set every N steps (0: only at the end)", at_least(0)},
         &O::eval_every);
   visit(OptionInfo{"eval-count", "",
-                   "held-out sequences to evaluate on (drawn a chunk at a time: memory does not grow with it)",
+                   "held-out sequences to evaluate on (drawn a chunk at a time: memory does not grow with it); a toy "
+                   "task holds out 1 in 16 of its sequences, chosen by a hash of the sequence, and never trains on "
+                   "them (a task of under 1000 sequences is refused: too few to split)",
                    at_least(1)},
         &O::eval_count);
   visit(OptionInfo{"save-every", "", "save a checkpoint every N steps (0: at each evaluation)", at_least(0)},

@@ -81,6 +81,7 @@ int thread_tag() {
 struct FreeBlock {
   void* p;
   int thread;
+  std::uint64_t step; // Cache::step when it was given back (allocator_end_step)
 };
 
 struct Cache {
@@ -88,6 +89,7 @@ struct Cache {
   std::map<std::size_t, std::vector<FreeBlock>> free_blocks; // by size, newest last
   std::map<char*, Arena> arenas;                        // by base
   std::map<std::size_t, std::vector<char*>> returned;   // arena blocks release() gave back, by size
+  std::uint64_t step = 0;                               // allocator_end_step() calls so far
   AllocatorStats stats{};
 
   void* take(std::size_t cap, int thread) {
@@ -113,7 +115,7 @@ struct Cache {
   }
   void give(void* p, std::size_t cap, int thread) {
     std::lock_guard lock(mu);
-    free_blocks[cap].push_back({p, thread});
+    free_blocks[cap].push_back({p, thread, step});
     stats.bytes_in_use -= cap;
     stats.bytes_cached += cap;
   }
@@ -154,19 +156,38 @@ struct Cache {
   // an arena whose blocks are all back is unmapped.
   void release() {
     std::lock_guard lock(mu);
-    for (auto& [cap, v] : free_blocks)
-      for (const auto& [p, thread] : v) {
-        const auto a = arena_at(p);
+    release_if([](const FreeBlock&) { return true; });
+  }
+  // The end of step `step`: the blocks given back before it began (b.step < step) and not taken
+  // since go back to the system; then the next step begins.
+  void end_step() {
+    std::lock_guard lock(mu);
+    const std::uint64_t now = step;
+    release_if([now](const FreeBlock& b) { return b.step < now; });
+    ++step;
+  }
+  // The cached blocks for which unused(block) holds go back to the system, as release() says.
+  // (mu held)
+  template <typename Pred> void release_if(const Pred& unused) {
+    bool any = false;
+    for (auto& [cap, v] : free_blocks) {
+      const std::size_t size = cap;
+      std::erase_if(v, [&](const FreeBlock& b) {
+        if (!unused(b)) return false;
+        any = true;
+        stats.bytes_cached -= size;
+        const auto a = arena_at(b.p);
         if (a == arenas.end()) {
-          std::free(p);
-          continue;
+          std::free(b.p);
+          return true;
         }
-        madvise(p, page_rounded(cap), MADV_DONTNEED);
-        returned[cap].push_back(static_cast<char*>(p));
+        madvise(b.p, page_rounded(size), MADV_DONTNEED);
+        returned[size].push_back(static_cast<char*>(b.p));
         --a->second.live;
-      }
-    free_blocks.clear();
-    stats.bytes_cached = 0;
+        return true;
+      });
+    }
+    if (!any) return; // (the steady state of a training step: nothing to give back)
     for (auto a = arenas.begin(); a != arenas.end();) {
       if (a->second.live > 0) {
         ++a;
@@ -236,6 +257,12 @@ AllocatorStats allocator_stats() {
   return cache().stats;
 }
 
-void allocator_release_cache() { cache().release(); }
+void allocator_release_cache() {
+  if (kUseCache) cache().release();
+}
+
+void allocator_end_step() {
+  if (kUseCache) cache().end_step();
+}
 
 } // namespace headgrad

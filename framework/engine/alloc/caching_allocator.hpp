@@ -25,4 +25,23 @@ AllocatorStats allocator_stats();
 // an arena block goes back at once, its address range when its whole arena is back.
 void allocator_release_cache();
 
+// The end of a training step: the cached blocks that the step now ending did not reuse - given
+// back before it began and still cached - are returned to the system (as allocator_release_cache
+// does). A step reuses what the step before it freed, so in a steady run nothing is returned and
+// nothing is slower; what a step no longer uses (the blocks of another shape, of an evaluation,
+// of the first step's one-off temporaries) stops holding memory after one step.
+void allocator_end_step();
+
+// For a phase whose blocks differ from a training step's (evaluating, drawing the attention
+// weights): the cache is returned to the system when it begins and when it ends, so that the
+// phase's blocks and the step's cached ones are never resident at once. Peak memory is that of
+// the larger of the two, not their sum; the next step takes its blocks from the system again.
+class AllocatorPhase {
+public:
+  AllocatorPhase() { allocator_release_cache(); }
+  ~AllocatorPhase() { allocator_release_cache(); }
+  AllocatorPhase(const AllocatorPhase&) = delete;
+  AllocatorPhase& operator=(const AllocatorPhase&) = delete;
+};
+
 } // namespace headgrad
