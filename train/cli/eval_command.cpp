@@ -23,7 +23,7 @@ int eval_text(train::LoadedRun& run, const std::string& path, std::int64_t count
   const train::EvalResult r = train::evaluate(*run.model, data.eval_rows(count), run.config.context); // streamed
   fmt::print("checkpoint {} (task text, step {}): {} validation windows of {} tokens from {}: loss {:.4f} ({:.3f} bits "
              "per token), next-token acc {:.4f}\n",
-             path, run.step, count, run.config.context, data.corpus()->source, r.loss, r.loss / std::numbers::ln2,
+             path, run.step, count, run.config.context, data.corpus() ? data.corpus()->source : run.config.data, r.loss, r.loss / std::numbers::ln2,
              r.token_acc);
   return 0;
 }

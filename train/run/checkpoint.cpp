@@ -16,7 +16,7 @@ namespace {
 // field is required.
 bool added_after_format_1(const FieldInfo& f) {
   static const std::set<std::string> later = {"beta2", "min-lr",      "decay", "text", "tokenizer",
-                                              "context", "tie-weights", "shards"};
+                                              "context", "tie-weights", "shards", "data"};
   return later.count(f.flag) > 0;
 }
 
