@@ -230,9 +230,11 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
     fmt::print("done: steps {}, loss {:.4f}, token acc {:.4f}, seq acc {:.4f}, {:.0f} tokens/s, {:.1f} s{}{}\n", s.steps,
                s.loss, s.eval.token_acc, s.eval.seq_acc, s.tokens_per_s, s.seconds,
                s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
-  if (!o.json && o.run.is_text())
+  if (!o.json && o.run.task == data::Task::text) // (a model of token files has no tokenizer to sample text with)
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}; sample with: headgrad sample --checkpoint {}\n", o.out_dir,
                o.out_dir, s.checkpoint, train::shell_quote(s.checkpoint));
+  else if (!o.json && o.run.is_text())
+    fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}\n", o.out_dir, o.out_dir, s.checkpoint);
   else if (!o.json)
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}, {}/attention.svg\n", o.out_dir, o.out_dir, s.checkpoint, o.out_dir);
   if (o.json) {
