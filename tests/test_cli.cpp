@@ -100,7 +100,7 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
       {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"attention", "fused"},
       {"beta2", "0.999"},       {"min-lr", "0"},         {"decay", "all"},        {"text", "*"},
-      {"tokenizer", "chars"},   {"context", "64"},       {"tie-weights", "on"},   {"shards", "0"},
+      {"data", ""},             {"tokenizer", "chars"},   {"context", "64"},       {"tie-weights", "on"},   {"shards", "0"},
       {"threads", cores},       {"eval-every", "*"},     {"eval-count", "1000"},  {"save-every", "0"},
       {"out", ""},              {"resume", ""},          {"graph", ""},           {"overwrite", ""},
       {"reshard", ""},          {"rank-timeout", "300"}, {"json", ""},            {"profile", ""},

@@ -3,6 +3,7 @@
 # CMakeLists.txt is the guide's ```cmake template, unchanged (so the target the guide names must
 # link everything its programs use). Each program then runs and must exit 0. Each main.cpp starts
 # with a #line directive, so a compiler error names the guide's line.
+cmake_minimum_required(VERSION 3.20) # (policies: while(TRUE))
 include(${CMAKE_CURRENT_LIST_DIR}/../consumer/build_against_install.cmake)
 set(GUIDE ${SOURCE_DIR}/docs/cpp-guide.md)
 file(READ ${GUIDE} rest) # handled as one string (never as a CMake list: code is full of semicolons)
