@@ -207,8 +207,9 @@ RMSprop::RMSprop(nn::ParameterList params, RMSpropOptions opt) : Optimizer(std::
   }
 }
 
-// PyTorch's elementwise steps, each rounded to T: mul_(alpha), addcmul_ (self + value * t1 * t2),
-// addcdiv_ (self + value * t1 / t2), add with alpha (one fused rounding, fused_multiply_add).
+// PyTorch's elementwise steps, each rounded to T: mul_(alpha); addcmul_, self + (value * t1) * t2
+// with the last product and the sum rounded once (GCC fuses them in torch's vectorised kernel);
+// addcdiv_, self + (value * t1) / t2; add with alpha, one fused rounding (fused_multiply_add).
 void RMSprop::step() {
   ++t_;
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -227,11 +228,11 @@ void RMSprop::step() {
       for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
         T g = opt_.maximize ? -(gr[k] * scale) : gr[k] * scale;
         if (opt_.weight_decay != 0) g = fused_multiply_add(w[k], wd, g); // grad.add(param, alpha=wd)
-        s[k] = s[k] * alpha + rest * g * g;                               // mul_(alpha).addcmul_(g, g, 1 - alpha)
+        s[k] = fused_multiply_add(rest * g, g, s[k] * alpha);             // mul_(alpha).addcmul_(g, g, 1 - alpha)
         T avg = std::sqrt(s[k]);
         if (a) {
           a[k] = fused_multiply_add(g, rest, a[k] * alpha); // grad_avg.mul_(alpha).add_(g, alpha=1 - alpha)
-          avg = std::sqrt(s[k] + T(-1) * a[k] * a[k]);      // square_avg.addcmul(a, a, value=-1).sqrt_()
+          avg = std::sqrt(fused_multiply_add(-a[k], a[k], s[k])); // square_avg.addcmul(a, a, value=-1).sqrt_()
         }
         avg = avg + eps;
         if (b) {
@@ -280,7 +281,7 @@ void Adagrad::step() {
       for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
         T g = opt_.maximize ? -(gr[k] * scale) : gr[k] * scale;
         if (opt_.weight_decay != 0) g = fused_multiply_add(w[k], wd, g); // grad.add(param, alpha=wd)
-        s[k] = s[k] + T(1) * g * g;                                       // state_sum.addcmul_(g, g, value=1)
+        s[k] = fused_multiply_add(g, g, s[k]);                            // state_sum.addcmul_(g, g, value=1)
         w[k] = w[k] + minus_clr * g / (std::sqrt(s[k]) + eps); // param.addcdiv_(g, sqrt(sum) + eps, value=-clr)
       }
     });
