@@ -44,7 +44,7 @@ deps() {
 
 build() { # build DIR [cmake args...]: everything, tests included
   local dir=$1; shift
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DHEADGRAD_BUILD_TESTS=ON "$@" >/dev/null
   cmake --build "$dir" -j"$JOBS"
 }
 
@@ -145,7 +145,7 @@ case "$cmd" in
       log "fuzz: cannot install or use clang-14 with libFuzzer"
       exit 75
     fi
-    cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$FUZZ_CXX" -DHEADGRAD_FUZZ=ON >/dev/null
+    cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$FUZZ_CXX" -DHEADGRAD_BUILD_TESTS=ON -DHEADGRAD_FUZZ=ON >/dev/null
     cmake --build build-fuzz -j"$JOBS" --target fuzz_safetensors fuzz_checkpoint_metadata
     # Fuzz copies: the committed seeds stay as they are; what the run adds stays in build-fuzz/.
     rm -rf build-fuzz/corpus build-fuzz/corpus_metadata

@@ -60,6 +60,7 @@
 #include "models/gpt.hpp"         // GPT: a decoder-only causal language model (nanoGPT's names)
 #include "data/tasks.hpp"         // copy / reverse / sort batches and accuracy
 #include "data/text.hpp"          // a text corpus: tokenizers, split, random windows
+#include "data/token_files.hpp"   // nanoGPT's train.bin / val.bin, memory-mapped: a data source
 
 // ---- generation: drawing tokens (the `headgrad sample` command's) ------------------------------
 #include "train/sample/sampling.hpp"  // multinomial, sample_logits (int64 draws, no gradient)

@@ -1,10 +1,14 @@
 # HeadgradInstall.cmake - what `cmake --install` puts under the prefix, and how other projects find
 # it (included by the root CMakeLists.txt after the targets are defined):
 #
-#   lib/libheadgrad.a, lib/libheadgrad_models.a     headgrad::headgrad, headgrad::models
-#   lib/libheadgrad_train.a                         headgrad::train (train::Trainer)
+#   lib/libheadgrad.a, lib/libheadgrad_models.a     headgrad::headgrad (both; headgrad::framework,
+#                                                   headgrad::models each)
+#   lib/libheadgrad_distributed.a                   headgrad::distributed: the communicator on MPI
+#                                                   (find_package(headgrad COMPONENTS distributed))
+#   lib/libheadgrad_train.a                         headgrad::train (train::Trainer; add headgrad::distributed for ranks)
 #   lib/cmake/headgrad/                             find_package(headgrad)
 #   lib/pkgconfig/headgrad.pc                       pkg-config --cflags --libs headgrad
+#   lib/pkgconfig/headgrad-distributed.pc           ... headgrad-distributed (with MPI)
 #   include/headgrad/headgrad.hpp                   the umbrella header: every public header
 #   include/headgrad/{framework,models,data}/...    the public headers
 #   include/headgrad/train/{fit,loop,sample}/...    the trainer's and generation's public headers
@@ -31,9 +35,11 @@
 #   oneDNN    link only (framework/engine/blas/: the bf16 and float32 matmul); found by
 #             FindOneDNN.cmake, installed beside the config (oneDNN's own package needs OpenCL)
 #   OpenMP    link only (libgomp); consumers are not compiled with -fopenmp
-#   MPI       link only, when headgrad was built with it (framework/distributed/)
+#   MPI       link only, for the component `distributed` alone (its own export file, loaded by
+#             find_package(headgrad COMPONENTS distributed)): a program that does not run on ranks
+#             links no MPI library
 # A static library's link-only dependencies appear in the export as $<LINK_ONLY:target>, and an
-# imported target must exist when the consumer generates, hence find_dependency for those five.
+# imported target must exist when the consumer generates, hence find_dependency for those.
 # nlohmann-json is not needed: it is header-only and used inside framework/io only.
 
 set(HEADGRAD_PRIVATE_HEADERS
@@ -58,8 +64,10 @@ endforeach()
 
 set(HEADGRAD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/headgrad)
 
-install(TARGETS headgrad headgrad_models EXPORT headgradTargets
+install(TARGETS headgrad headgrad_models headgrad_library EXPORT headgradTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS headgrad_distributed EXPORT headgradDistributedTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(EXPORT headgradDistributedTargets NAMESPACE headgrad:: DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
 install(TARGETS headgrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY framework models data DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/headgrad
   FILES_MATCHING PATTERN "*.hpp" ${HEADGRAD_HEADER_EXCLUDES})
@@ -94,13 +102,15 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgradConfig.cmake
   ${CMAKE_CURRENT_LIST_DIR}/FindOneDNN.cmake
   DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
 
-# pkg-config. Both libraries are static, so everything they link is in Requires/Libs (not the
+# pkg-config. The libraries are static, so everything they link is in Requires/Libs (not the
 # .private fields, which plain `pkg-config --libs` leaves out). The prefix is found relative to
 # the .pc file, so the installed tree can be moved. MPI has no standard .pc name (ompi-c, mpich),
 # hence its libraries as -L/-l (not as paths: build systems put -l flags after the archives that
 # need them, as a linker with --as-needed requires).
 set(HEADGRAD_PC_MPI_LIBS "")
+set(HEADGRAD_PC_DISTRIBUTED_LIBS "")
 if(HEADGRAD_WITH_MPI)
+  set(HEADGRAD_PC_DISTRIBUTED_LIBS "-Wl,--undefined=headgrad_mpi_communicator -L\${libdir} -lheadgrad_distributed")
   set(dirs "")
   set(names "")
   foreach(lib ${MPI_CXX_LIBRARIES})
@@ -125,4 +135,6 @@ unset(_onednn_dir)
 file(RELATIVE_PATH HEADGRAD_PC_PREFIX_FROM_PCFILEDIR
   /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/headgrad.pc.in ${CMAKE_CURRENT_BINARY_DIR}/headgrad.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgrad.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/headgrad-distributed.pc.in ${CMAKE_CURRENT_BINARY_DIR}/headgrad-distributed.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgrad.pc ${CMAKE_CURRENT_BINARY_DIR}/headgrad-distributed.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -12,7 +12,7 @@ namespace headgrad::data {
 Task parse_task(const std::string& name) {
   for (Task t : kAllTasks)
     if (name == task_name(t)) return t;
-  throw std::invalid_argument(fmt::format("unknown task '{}' (valid: copy, reverse, sort, text)", name));
+  throw std::invalid_argument(fmt::format("unknown task '{}' (valid: copy, reverse, sort, text, tokens)", name));
 }
 
 const char* task_name(Task task) {
@@ -21,12 +21,13 @@ const char* task_name(Task task) {
   case Task::reverse: return "reverse";
   case Task::sort: return "sort";
   case Task::text: return "text";
+  case Task::tokens: return "tokens";
   }
   return "?";
 }
 
 void validate(const TaskConfig& cfg) {
-  if (cfg.task == Task::text)
+  if (cfg.task == Task::text || cfg.task == Task::tokens)
     throw std::invalid_argument("task: text has no generated sequences (its batches are windows of a corpus, data/text.hpp)");
   if (cfg.task != Task::copy && cfg.task != Task::reverse && cfg.task != Task::sort)
     throw std::invalid_argument(fmt::format("task: invalid value {}", static_cast<int>(cfg.task)));
@@ -107,7 +108,8 @@ std::int64_t fill_rows(const TaskConfig& cfg, Generator& gen, std::int64_t rows,
       std::copy(src, src + len, dst);
       std::sort(dst, dst + len);
       break;
-    case Task::text: break; // refused by validate()
+    case Task::text:
+    case Task::tokens: break; // refused by validate()
     }
     std::fill(dst + len, dst + T, std::int64_t{0});
     lens[r] = len;

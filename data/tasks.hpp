@@ -36,8 +36,9 @@ namespace headgrad::data {
 
 // The toy tasks, and `text`: a causal language model on a text corpus, whose batches are windows
 // of that text (data/text.hpp), not generated here.
-enum class Task : std::uint8_t { copy, reverse, sort, text };
-inline constexpr std::array<Task, 4> kAllTasks = {Task::copy, Task::reverse, Task::sort, Task::text};
+// text: a corpus tokenized here (data/text.hpp); tokens: token files prepared elsewhere (data/token_files.hpp)
+enum class Task : std::uint8_t { copy, reverse, sort, text, tokens };
+inline constexpr std::array<Task, 5> kAllTasks = {Task::copy, Task::reverse, Task::sort, Task::text, Task::tokens};
 
 // "copy" | "reverse" | "sort" | "text"; anything else throws std::invalid_argument listing those names.
 Task parse_task(const std::string& name);

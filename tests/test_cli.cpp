@@ -100,7 +100,7 @@ TEST_CASE("headgrad train --help lists every flag with its default") {
       {"weight-decay", "0"},    {"momentum", "0.9"},     {"warmup", "*"},         {"schedule", "*"},
       {"clip", "1"},            {"dropout", "0"},        {"seed", "0"},           {"attention", "fused"},
       {"beta2", "0.999"},       {"min-lr", "0"},         {"decay", "all"},        {"text", "*"},
-      {"tokenizer", "chars"},   {"context", "64"},       {"tie-weights", "on"},   {"shards", "0"},         {"precision", "float32"},
+      {"data", ""},             {"tokenizer", "chars"},   {"context", "64"},       {"tie-weights", "on"},   {"shards", "0"},         {"precision", "float32"},
       {"threads", cores},       {"eval-every", "*"},     {"eval-count", "1000"},  {"save-every", "0"},
       {"out", ""},              {"resume", ""},          {"graph", ""},           {"overwrite", ""},
       {"reshard", ""},          {"rank-timeout", "300"}, {"json", ""},            {"profile", ""},
@@ -697,4 +697,61 @@ TEST_CASE("a test program on a CPU where OpenBLAS falls back runs this CPU's ker
   CHECK(contains(read_file(out), fmt::format("test program BLAS kernel: {}\n", want)));
   CHECK(contains(read_file(out), "test cases: 1 | 1 passed"));
   CHECK_FALSE(contains(read_file(err), "headgrad: note:")); // it was configured: nothing to tell
+}
+
+namespace {
+// startup_probe (tests/startup_probe.cpp) under env: how many times it started (each start
+// appends a line), and its stdout and stderr.
+struct ProbeRun {
+  std::size_t starts;
+  std::string out, err;
+};
+ProbeRun run_startup_probe(const TempDir& dir, const test_support::EnvChanges& env, const std::string& mode = "") {
+  const std::string log = dir / "starts.txt", out = dir / "probe.out", err = dir / "probe.err";
+  fs::remove(log);
+  std::vector<std::string> args{HEADGRAD_STARTUP_PROBE, log};
+  if (!mode.empty()) args.push_back(mode);
+  const int rc = test_support::wait_for(test_support::spawn(args, out, err, dir.path.string(), env));
+  CHECK(rc == 0);
+  return {lines_of(read_file(log)).size(), read_file(out), read_file(err)};
+}
+} // namespace
+
+TEST_CASE("runtime::configure re-executes only where a setting matters, and not at all when told not to") {
+  TempDir dir;
+  auto quiet = clean_blas_env();
+  quiet.emplace_back("HEADGRAD_BLAS_AUTOCORE", "0"); // OpenBLAS's own kernel stands: nothing to change there
+  quiet.emplace_back("OMP_WAIT_POLICY", "");
+  SUBCASE("one OpenMP thread: the wait policy changes nothing, so the program runs once") {
+    quiet.emplace_back("OMP_NUM_THREADS", "1");
+    const ProbeRun r = run_startup_probe(dir, quiet);
+    INFO("stdout: ", r.out, "\nstderr: ", r.err);
+    CHECK(r.starts == 1);
+    CHECK(r.out == "before configure\nafter configure: OMP_WAIT_POLICY=\n");
+    CHECK(r.err == "");
+  }
+  SUBCASE("two OpenMP threads: PASSIVE, applied by one re-execution (the code before configure ran twice)") {
+    quiet.emplace_back("OMP_NUM_THREADS", "2");
+    const ProbeRun r = run_startup_probe(dir, quiet);
+    CHECK(r.starts == 2);
+    CHECK(contains(r.out, "after configure: OMP_WAIT_POLICY=PASSIVE\n"));
+  }
+  SUBCASE("reexec = false (or HEADGRAD_REEXEC=0): one start, nothing changed, one line saying what it costs") {
+    auto fallback = test_support::simulated_blas_fallback();
+    fallback.emplace_back("OMP_NUM_THREADS", "2");
+    const std::string want = runtime::preferred_core("Prescott", runtime::cpu_features());
+    for (const bool by_env : {false, true}) {
+      CAPTURE(by_env);
+      auto env = fallback;
+      if (by_env) env.emplace_back("HEADGRAD_REEXEC", "0");
+      const ProbeRun r = run_startup_probe(dir, env, by_env ? "" : "no-reexec");
+      INFO("stdout: ", r.out, "\nstderr: ", r.err);
+      CHECK(r.starts == 1);
+      CHECK(contains(r.out, "after configure: OMP_WAIT_POLICY=\n"));
+      REQUIRE(lines_of(r.err).size() == 1);
+      CHECK(contains(r.err, "headgrad: note: runtime::configure without re-executing: "));
+      CHECK(contains(r.err, "idle OpenMP threads spin on their cores"));
+      if (!want.empty()) CHECK(contains(r.err, fmt::format("generic Prescott kernel (about")));
+    }
+  }
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "framework/ops/ops.hpp"
 #include "framework/core/random.hpp"
 #include "framework/io/restore.hpp"
+#include "framework/optim/optimizer.hpp"
 #include "models/transformer.hpp"
 #include "tests/test_support.hpp"
 #include "tests/tiny_models.hpp"
@@ -163,6 +165,19 @@ TEST_CASE("Dropout") {
     CHECK(va == b.forward(x).to_vector());
     CHECK(va != c.forward(x).to_vector());
     CHECK(a.forward(x).to_vector() != va); // second call: a new mask
+  }
+  SUBCASE("layers built without a seed draw independent masks, the same on every run") {
+    nn::seed_dropout(5);
+    nn::Dropout a(0.5), b(0.5);
+    const auto va = a.forward(x).to_vector(), vb = b.forward(x).to_vector();
+    CHECK(va != vb); // seed 0 for both drew one mask twice
+    nn::seed_dropout(5); // as a program that builds its layers in the same order again
+    nn::Dropout c(0.5), d(0.5);
+    CHECK(c.forward(x).to_vector() == va);
+    CHECK(d.forward(x).to_vector() == vb);
+    nn::seed_dropout(6);
+    nn::Dropout e(0.5);
+    CHECK(e.forward(x).to_vector() != va);
   }
   SUBCASE("gradient flows through kept elements only") {
     Tensor w = Tensor::ones({4, 5}, DType::f64);
@@ -424,4 +439,61 @@ TEST_CASE("gradcheck reports name a module's parameters") {
   Tensor leaf = randn({2}, 11).set_requires_grad();
   const GradcheckResult unnamed = gradcheck_leaves([&] { return ops::tanh(leaf); }, std::vector<Tensor>{leaf});
   CHECK(unnamed.inputs[0].name == "input 0");
+}
+
+namespace {
+// A module of modules, as a user writes one: own parameter, children, a grandchild.
+class TwoLayer : public nn::Module {
+public:
+  explicit TwoLayer(Generator& gen) {
+    scale = register_parameter("scale", Tensor::ones({3}));
+    fc = register_module("fc", std::make_shared<nn::Linear>(3, 2, true, gen));
+    head = register_module("head", std::make_shared<nn::Sequential>());
+    head->add(std::make_shared<nn::Linear>(2, 1, false, gen));
+    head->add([](const Tensor& t) { return ops::relu(t); });
+    drop = register_module("drop", std::make_shared<nn::Dropout>(0.1, 1));
+  }
+  Tensor scale;
+  std::shared_ptr<nn::Linear> fc;
+  std::shared_ptr<nn::Sequential> head;
+  std::shared_ptr<nn::Dropout> drop;
+};
+} // namespace
+
+TEST_CASE("summary(model) and operator<<: the module tree with each module's type, shapes and parameter counts") {
+  Generator gen(1);
+  TwoLayer m(gen);
+  const std::string want = "TwoLayer: 13 parameters\n"
+                           "  scale [3]\n"
+                           "  (fc) Linear: 8 parameters\n"
+                           "    weight [2, 3]\n"
+                           "    bias [2]\n"
+                           "  (head) Sequential: 2 parameters\n"
+                           "    (0) Linear: 2 parameters\n"
+                           "      weight [1, 2]\n"
+                           "  (drop) Dropout: 0 parameters\n";
+  CHECK(nn::summary(m) == want);
+  std::ostringstream os;
+  os << m;
+  CHECK(os.str() == want);
+  CHECK(m.num_parameters() == 13);
+}
+
+TEST_CASE("parameters() is accepted where named_parameters() is: an optimizer names them by position") {
+  Generator gen_a(2), gen_b(2);
+  nn::Linear a(3, 2, true, gen_a), b(3, 2, true, gen_b); // the same values
+  optim::SGD by_name(a.named_parameters(), {.lr = 0.1, .momentum = 0.9});
+  optim::SGD by_position(b.parameters(), {.lr = 0.1, .momentum = 0.9});
+  CHECK(by_name.params()[1].first == "bias");
+  CHECK(by_position.params()[1].first == "1");
+  const Tensor x = Tensor::normal({4, 3}, 0, 1, gen_a);
+  for (int step = 0; step < 2; ++step)
+    for (const auto& [m, opt] : {std::pair<nn::Linear*, optim::SGD*>{&a, &by_name}, {&b, &by_position}}) {
+      opt->zero_grad();
+      ops::sum(m->forward(x) * m->forward(x)).backward();
+      opt->step();
+    }
+  CHECK(a.weight.to_vector() == b.weight.to_vector());
+  CHECK(a.bias.to_vector() == b.bias.to_vector());
+  CHECK(by_position.state().size() == by_name.state().size());
 }

@@ -1,4 +1,4 @@
-// SGD, Adam and AdamW against torch.optim (torch 1.13, foreach=False) in float32: 20 steps on three
+// SGD, Adam, AdamW, RMSprop and Adagrad against torch.optim (torch 1.13, foreach=False) in float32: 20 steps on three
 // parameters, one of which has no gradient in some steps (fixture: tests/reference/fixtures/
 // optim_steps.safetensors, written by tests/reference/make_optim_fixture.py), for every option
 // (momentum, dampening, nesterov, maximize, amsgrad, decoupled decay) and both zero_grad modes.
@@ -65,6 +65,21 @@ std::unique_ptr<optim::Optimizer> make(const std::string& which, const nn::Named
         ps, AdamOptions{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.01, .amsgrad = true});
   if (which == "adam_maximize")
     return std::make_unique<optim::Adam>(ps, AdamOptions{.lr = 0.01, .weight_decay = 0.01, .maximize = true});
+  if (which == "rmsprop") return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 0.01});
+  if (which == "rmsprop_centered_momentum")
+    return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 0.01, .alpha = 0.9, .eps = 1e-6,
+                                                                      .weight_decay = 0.01, .momentum = 0.8,
+                                                                      .centered = true});
+  if (which == "rmsprop_momentum_maximize")
+    return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 0.005, .momentum = 0.9, .maximize = true});
+  if (which == "rmsprop_zeros") return std::make_unique<optim::RMSprop>(ps, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5});
+  if (which == "adagrad") return std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 0.1});
+  if (which == "adagrad_decay_maximize")
+    return std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.05, .weight_decay = 0.01,
+                                                                      .initial_accumulator_value = 0.1, .eps = 1e-8,
+                                                                      .maximize = true});
+  if (which == "adagrad_zeros")
+    return std::make_unique<optim::Adagrad>(ps, optim::AdagradOptions{.lr = 0.1, .weight_decay = 0.01});
   REQUIRE(which == "adamw_amsgrad_maximize");
   return std::make_unique<optim::Adam>(ps, AdamOptions{.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-8,
                                                        .weight_decay = 0.1, .decoupled = true, .amsgrad = true,
@@ -74,7 +89,10 @@ std::unique_ptr<optim::Optimizer> make(const std::string& which, const nn::Named
 const char* const kConfigs[] = {"sgd",           "adam",          "adamw",
                                 "sgd_nesterov",  "sgd_dampening_maximize", "sgd_plain",
                                 "adam_amsgrad",  "adam_maximize", "adamw_amsgrad_maximize",
-                                "sgd_zeros",     "adam_zeros"};
+                                "sgd_zeros",     "adam_zeros",    "rmsprop",
+                                "rmsprop_centered_momentum",     "rmsprop_momentum_maximize",
+                                "adagrad",       "adagrad_decay_maximize",  "rmsprop_zeros",
+                                "adagrad_zeros"};
 
 // Each configuration's zero_grad mode, from the fixture's metadata: "none" or "zeros".
 std::string zero_grad_mode(const std::string& which) { return fixture().file.metadata.at(which + ".zero_grad"); }
@@ -231,7 +249,7 @@ TEST_CASE("optimizers: a zero gradient is not a missing one (negative control)")
 }
 
 TEST_CASE("optimizers: per-parameter steps survive state() and restore_optimizer_state mid-run") {
-  for (const std::string which : {"sgd", "adam", "adamw"}) {
+  for (const std::string which : {"sgd", "adam", "adamw", "rmsprop_centered_momentum", "adagrad_decay_maximize"}) {
     CAPTURE(which);
     const nn::NamedTensors ps = fresh_params();
     auto opt = make(which, ps);

@@ -2,8 +2,9 @@
 // process's rank and the job's size, and the few collectives training needs (sums, a broadcast,
 // text gathered from every rank).
 //
-// Built on MPI (Open MPI on Debian) when CMake found it, with HEADGRAD_WITH_MPI defined in
-// communicator_mpi.cpp; without it communicator_single.cpp is compiled instead. Either way a
+// Two implementations: communicator_single.cpp, in the headgrad library, and communicator_mpi.cpp
+// on MPI (Open MPI on Debian), in headgrad_distributed (headgrad::distributed), which a program
+// links to run on ranks (a build without MPI makes that target the headgrad library). Either way a
 // process that no MPI launcher (mpirun, srun) started is a job of one: rank 0 of 1, every
 // collective over the one rank returns its input, and MPI is not even started (MPI_Init alone
 // takes most of a second).

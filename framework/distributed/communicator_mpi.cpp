@@ -205,6 +205,10 @@ template <typename T> void tree_allreduce(T* data, std::int64_t n, std::int64_t 
 
 } // namespace
 
+// What a link of headgrad::distributed asks for first (--undefined, in CMakeLists.txt): it takes
+// this file's object, and with it this communicator, before libheadgrad.a's single-process one.
+extern "C" const int headgrad_mpi_communicator = 1;
+
 bool built_with_mpi() { return true; }
 
 std::string mpi_library_version() {

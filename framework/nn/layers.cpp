@@ -1,5 +1,6 @@
 #include "framework/nn/layers.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -34,6 +35,17 @@ Embedding::Embedding(std::int64_t num, std::int64_t dim, Generator& gen, DType d
 }
 
 Tensor Embedding::forward(const Tensor& tokens) const { return ops::embedding(weight, tokens); }
+
+namespace {
+std::atomic<std::uint64_t> g_dropout_base{0}, g_dropout_count{0};
+} // namespace
+
+void seed_dropout(std::uint64_t base) {
+  g_dropout_base = base;
+  g_dropout_count = 0;
+}
+
+Dropout::Dropout(double p_) : Dropout(p_, mix_seed(g_dropout_base, g_dropout_count++)) {}
 
 Dropout::Dropout(double p_, std::uint64_t seed) : p(p_), gen(seed) {
   if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument(fmt::format("Dropout: p = {} is outside [0, 1)", p));

@@ -42,15 +42,24 @@ public:
 };
 
 // Inverted dropout, active in training mode only. Owns its generator (seeded) so runs repeat.
+// Without a seed, a layer takes the next of one process-wide sequence of seeds, so two layers draw
+// independent masks, and a program that builds its layers in the same order draws the same masks
+// on every run; seed_dropout(base) restarts the sequence (as torch.manual_seed does PyTorch's one
+// generator). The models pass seeds of their own (drawn from the model's generator).
 class Dropout : public Module {
 public:
-  explicit Dropout(double p, std::uint64_t seed = 0);
+  explicit Dropout(double p);
+  Dropout(double p, std::uint64_t seed);
   Tensor forward(const Tensor& x);
   // forward returns its input unchanged (evaluation, or p = 0): what follows may fuse across it
   bool is_identity() const { return !training() || p == 0.0; }
   double p;
   Generator gen;
 };
+
+// Restarts the sequence of seeds of the Dropout layers built without one: the k-th after it gets
+// mix_seed(base, k). A program starts as after seed_dropout(0).
+void seed_dropout(std::uint64_t base);
 
 class ReLU : public Module {
 public:

@@ -1,11 +1,48 @@
 #include "framework/nn/module.hpp"
 
+#include <cxxabi.h>
+#include <functional>
 #include <fmt/format.h>
+#include <memory>
+#include <ostream>
+#include <typeinfo>
 
 #include "framework/core/autograd.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace headgrad::nn {
+
+ParameterList::ParameterList(const std::vector<Tensor>& plain) {
+  for (std::size_t i = 0; i < plain.size(); ++i) emplace_back(std::to_string(i), plain[i]);
+}
+
+namespace {
+
+// "headgrad::nn::Linear" -> "Linear": the class's own name, its namespaces dropped.
+std::string type_name(const Module& m) {
+  int status = 0;
+  const std::unique_ptr<char, void (*)(void*)> full(abi::__cxa_demangle(typeid(m).name(), nullptr, nullptr, &status),
+                                                    std::free);
+  const std::string name = status == 0 ? full.get() : typeid(m).name();
+  const auto cut = name.rfind("::", name.find('<'));
+  return cut == std::string::npos ? name : name.substr(cut + 2);
+}
+
+} // namespace
+
+std::string summary(const Module& m) {
+  std::string out;
+  const std::function<void(const Module&, const std::string&, const std::string&)> walk =
+      [&](const Module& mod, const std::string& label, const std::string& indent) {
+        out += fmt::format("{}{}{}: {} parameters\n", indent, label, type_name(mod), mod.num_parameters());
+        for (const auto& [name, t] : mod.params_) out += fmt::format("{}  {} {}\n", indent, name, t.shape().str());
+        for (const auto& [name, child] : mod.children_) walk(*child, "(" + name + ") ", indent + "  ");
+      };
+  walk(m, "", "");
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) { return os << summary(m); }
 
 Tensor Module::register_parameter(std::string name, Tensor value) {
   value.set_requires_grad(true);

@@ -1,6 +1,7 @@
 // module.hpp - the Module base: parameters by dotted name (like a PyTorch state_dict), in
 // registration order (own parameters first, then children in order), train/eval, zero_grad.
 #pragma once
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <utility>
@@ -11,6 +12,15 @@
 namespace headgrad::nn {
 
 using headgrad::NamedTensors; // framework/core/tensor.hpp
+
+// What takes parameters (an optimizer, a replica's sharing) takes either a module's
+// named_parameters() or its parameters(); plain tensors are named by position ("0", "1", ..., as
+// torch.optim's state_dict numbers them).
+struct ParameterList : NamedTensors {
+  using NamedTensors::NamedTensors;
+  ParameterList(NamedTensors named) : NamedTensors(std::move(named)) {}
+  ParameterList(const std::vector<Tensor>& plain);
+};
 
 class Module {
 public:
@@ -39,6 +49,15 @@ public:
   // parameters shared with a replica (distributed::share_parameters) stop sharing. Returns *this.
   Module& to(DType dtype);
 
+  // PyTorch's print(model): the tree of registered modules, each by its name and type with the
+  // parameters in it (summed over its children), its own parameters with their shapes:
+  //   ResidualMLP: 76 parameters
+  //     gain [4]
+  //     (norm) LayerNorm: 8 parameters
+  //       weight [4]
+  //   ...
+  friend std::string summary(const Module& m);
+
 protected:
   // Registers a parameter (a leaf that requires grad) and returns the same handle.
   Tensor register_parameter(std::string name, Tensor value);
@@ -54,5 +73,8 @@ private:
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
+
+std::string summary(const Module& m);
+std::ostream& operator<<(std::ostream& os, const Module& m); // summary(m)
 
 } // namespace headgrad::nn

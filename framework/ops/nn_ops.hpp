@@ -151,4 +151,24 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& 
 // mask (B, T) from valid_lens (B): position t counts when t < valid_lens[b].
 Tensor sequence_mask(const Tensor& valid_lens, std::int64_t max_len);
 
+// ---- losses (losses.cpp) ----------------------------------------------------------------------
+// torch.nn.functional's, with its reductions (mean over every element, sum, none). The
+// elementwise ones take an input and a target of one float dtype and one shape (PyTorch
+// broadcasts a target of another shape, with a warning: refused here); a mean over an empty
+// input throws (PyTorch: NaN).
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+// 0.5 d² / beta where |d| < beta, else |d| - 0.5 beta (d = input - target; beta = 0: l1_loss)
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                      double beta = 1.0);
+// -[y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))] for logits x and targets y in [0, 1] (no
+// weight or pos_weight)
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction = Reduction::mean);
+// -log_probs[..., t] for log-probabilities (..., C), classes on the LAST axis as cross_entropy's
+// (PyTorch: axis 1), and int64 targets (...); a target equal to ignore_index adds 0 and is not
+// counted by the mean (nothing counted: NaN, as PyTorch).
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, Reduction reduction = Reduction::mean,
+                std::int64_t ignore_index = -100);
+
 } // namespace headgrad::ops

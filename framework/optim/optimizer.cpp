@@ -91,7 +91,7 @@ void Optimizer::set_steps(std::int64_t steps, const std::vector<std::int64_t>& p
   param_steps_ = param_steps;
 }
 
-SGD::SGD(nn::NamedTensors params, SGDOptions opt) : Optimizer(std::move(params)), opt_(opt) {
+SGD::SGD(nn::ParameterList params, SGDOptions opt) : Optimizer(std::move(params)), opt_(opt) {
   lr_ = opt.lr;
   if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0)) // as torch.optim.SGD
     throw std::invalid_argument(fmt::format("SGD: nesterov needs momentum > 0 and dampening 0, got momentum {} and "
@@ -138,7 +138,7 @@ nn::NamedTensors SGD::state() const {
   return s;
 }
 
-Adam::Adam(nn::NamedTensors params, AdamOptions opt) : Optimizer(std::move(params)), opt_(opt) {
+Adam::Adam(nn::ParameterList params, AdamOptions opt) : Optimizer(std::move(params)), opt_(opt) {
   lr_ = opt.lr;
   for (auto& [name, p] : params_) {
     check_defined(p, "Adam", name.c_str());
@@ -194,6 +194,104 @@ nn::NamedTensors Adam::state() const {
     s.emplace_back("exp_avg_sq." + params_[i].first, v_[i]);
     if (opt_.amsgrad) s.emplace_back("max_exp_avg_sq." + params_[i].first, vmax_[i]);
   }
+  return s;
+}
+
+RMSprop::RMSprop(nn::ParameterList params, RMSpropOptions opt) : Optimizer(std::move(params)), opt_(opt) {
+  lr_ = opt.lr;
+  for (auto& [name, p] : params_) {
+    check_defined(p, "RMSprop", name.c_str());
+    square_avg_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+    if (opt.momentum > 0) buf_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+    if (opt.centered) grad_avg_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+  }
+}
+
+// PyTorch's elementwise steps, each rounded to T: mul_(alpha); addcmul_, self + (value * t1) * t2
+// with the last product and the sum rounded once (GCC fuses them in torch's vectorised kernel);
+// addcdiv_, self + (value * t1) / t2; add with alpha, one fused rounding (fused_multiply_add).
+void RMSprop::step() {
+  ++t_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    const Tensor gt = p.grad();
+    if (!gt.defined()) continue;
+    ++param_steps_[i];
+    dispatch_float(p.dtype(), "RMSprop", [&]<typename T>() {
+      T *w = p.data<T>(), *s = square_avg_[i].data<T>();
+      T* b = opt_.momentum > 0 ? buf_[i].data<T>() : nullptr;
+      T* a = opt_.centered ? grad_avg_[i].data<T>() : nullptr;
+      const T* gr = gt.data<T>();
+      const T alpha = static_cast<T>(opt_.alpha), rest = static_cast<T>(1.0 - opt_.alpha);
+      const T wd = static_cast<T>(opt_.weight_decay), eps = static_cast<T>(opt_.eps), scale = static_cast<T>(grad_scale_);
+      const T mom = static_cast<T>(opt_.momentum), lr = static_cast<T>(lr_), minus_lr = static_cast<T>(-lr_);
+      for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
+        T g = opt_.maximize ? -(gr[k] * scale) : gr[k] * scale;
+        if (opt_.weight_decay != 0) g = fused_multiply_add(w[k], wd, g); // grad.add(param, alpha=wd)
+        s[k] = fused_multiply_add(rest * g, g, s[k] * alpha);             // mul_(alpha).addcmul_(g, g, 1 - alpha)
+        T avg = std::sqrt(s[k]);
+        if (a) {
+          a[k] = fused_multiply_add(g, rest, a[k] * alpha); // grad_avg.mul_(alpha).add_(g, alpha=1 - alpha)
+          avg = std::sqrt(fused_multiply_add(-a[k], a[k], s[k])); // square_avg.addcmul(a, a, value=-1).sqrt_()
+        }
+        avg = avg + eps;
+        if (b) {
+          b[k] = b[k] * mom + g / avg;               // buf.mul_(momentum).addcdiv_(g, avg)
+          w[k] = fused_multiply_add(b[k], -lr, w[k]); // param.add_(buf, alpha=-lr)
+        } else {
+          w[k] = w[k] + minus_lr * g / avg; // param.addcdiv_(g, avg, value=-lr)
+        }
+      }
+    });
+  }
+}
+
+nn::NamedTensors RMSprop::state() const {
+  nn::NamedTensors s;
+  add_step_state(s);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    s.emplace_back("square_avg." + params_[i].first, square_avg_[i]);
+    if (opt_.momentum > 0) s.emplace_back("momentum_buffer." + params_[i].first, buf_[i]);
+    if (opt_.centered) s.emplace_back("grad_avg." + params_[i].first, grad_avg_[i]);
+  }
+  return s;
+}
+
+Adagrad::Adagrad(nn::ParameterList params, AdagradOptions opt) : Optimizer(std::move(params)), opt_(opt) {
+  lr_ = opt.lr;
+  for (auto& [name, p] : params_) {
+    check_defined(p, "Adagrad", name.c_str());
+    sum_.push_back(Tensor::full(p.shape(), opt.initial_accumulator_value, p.dtype()));
+  }
+}
+
+void Adagrad::step() {
+  ++t_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i].second;
+    const Tensor gt = p.grad();
+    if (!gt.defined()) continue;
+    const double t = static_cast<double>(++param_steps_[i]);
+    const double clr = lr_ / (1 + (t - 1) * opt_.lr_decay); // in double, as Python forms it
+    dispatch_float(p.dtype(), "Adagrad", [&]<typename T>() {
+      T *w = p.data<T>(), *s = sum_[i].data<T>();
+      const T* gr = gt.data<T>();
+      const T wd = static_cast<T>(opt_.weight_decay), eps = static_cast<T>(opt_.eps), scale = static_cast<T>(grad_scale_);
+      const T minus_clr = static_cast<T>(-clr);
+      for (std::int64_t k = 0, n = p.numel(); k < n; ++k) {
+        T g = opt_.maximize ? -(gr[k] * scale) : gr[k] * scale;
+        if (opt_.weight_decay != 0) g = fused_multiply_add(w[k], wd, g); // grad.add(param, alpha=wd)
+        s[k] = fused_multiply_add(g, g, s[k]);                            // state_sum.addcmul_(g, g, value=1)
+        w[k] = w[k] + minus_clr * g / (std::sqrt(s[k]) + eps); // param.addcdiv_(g, sqrt(sum) + eps, value=-clr)
+      }
+    });
+  }
+}
+
+nn::NamedTensors Adagrad::state() const {
+  nn::NamedTensors s;
+  add_step_state(s);
+  for (std::size_t i = 0; i < params_.size(); ++i) s.emplace_back("sum." + params_[i].first, sum_[i]);
   return s;
 }
 

@@ -1,8 +1,9 @@
-// optimizer.hpp - SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW (AMSGrad) with
-// PyTorch's update rules, global-norm gradient clipping, and the learning-rate schedule.
+// optimizer.hpp - SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW (AMSGrad),
+// RMSprop and Adagrad with PyTorch's update rules, global-norm gradient clipping, and the
+// learning-rate schedule.
 //
 // Update rules: torch.optim in torch 1.13, the single-tensor path (foreach=False: _single_tensor_sgd,
-// _single_tensor_adam, _single_tensor_adamw in torch/optim/{sgd,adam,adamw}.py), with its
+// _single_tensor_adam, ... in torch/optim/{sgd,adam,adamw,rmsprop,adagrad}.py), with its
 // arithmetic: every scalar is formed in double as Python forms it (1 - beta1, 1 - beta2, lr / (1 -
 // beta1^t), sqrt(1 - beta2^t), 1 - lr * wd, 1 - dampening) and rounded once to the parameter's
 // dtype, and the elementwise steps run in the parameter's dtype in PyTorch's order. t is the
@@ -16,6 +17,11 @@
 //          amsgrad: vmax = max(vmax, v) (NaN stays), used for v below
 //          p -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 //   AdamW: p *= 1 - lr * wd, then Adam's step with wd = 0 (decoupled weight decay)
+//   RMSprop: g = ±grad (+ wd * p);  s = alpha s + (1 - alpha) g g
+//          centered: a = alpha a + (1 - alpha) g, avg = sqrt(s - a a) + eps; else avg = sqrt(s) + eps
+//          momentum > 0: buf = momentum buf + g / avg, p -= lr buf;  else p -= lr g / avg
+//   Adagrad: g = ±grad (+ wd * p);  s += g g (s starts at initial_accumulator_value)
+//          p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps)
 // tests/test_optim_golden.cpp holds every option to PyTorch float32 over 20 steps, bit for bit.
 // The Adam update is one fused loop per parameter (no temporaries).
 #pragma once
@@ -31,7 +37,7 @@ namespace headgrad::optim {
 
 class Optimizer {
 public:
-  explicit Optimizer(nn::NamedTensors params) : params_(std::move(params)) {}
+  explicit Optimizer(nn::ParameterList params) : params_(std::move(params)) {}
   virtual ~Optimizer() = default;
   virtual void step() = 0; // uses each parameter's grad; parameters without grad are skipped
   // step() reading every gradient times grad_scale (rounded to the gradient's dtype, the product
@@ -83,7 +89,7 @@ struct SGDOptions {
 };
 class SGD : public Optimizer {
 public:
-  SGD(nn::NamedTensors params, SGDOptions opt);
+  SGD(nn::ParameterList params, SGDOptions opt);
   void step() override;
   nn::NamedTensors state() const override;
 private:
@@ -99,12 +105,43 @@ struct AdamOptions {
 };
 class Adam : public Optimizer {
 public:
-  Adam(nn::NamedTensors params, AdamOptions opt);
+  Adam(nn::ParameterList params, AdamOptions opt);
   void step() override;
   nn::NamedTensors state() const override;
 private:
   AdamOptions opt_;
   std::vector<Tensor> m_, v_, vmax_; // vmax_: amsgrad only
+};
+
+// torch.optim.RMSprop's options and defaults.
+struct RMSpropOptions {
+  double lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0.0, momentum = 0.0;
+  bool centered = false; // normalise by the variance estimate s - a a: state "grad_avg.<name>"
+  bool maximize = false;
+};
+class RMSprop : public Optimizer {
+public:
+  RMSprop(nn::ParameterList params, RMSpropOptions opt);
+  void step() override;
+  nn::NamedTensors state() const override; // square_avg, momentum_buffer (momentum > 0), grad_avg (centered)
+private:
+  RMSpropOptions opt_;
+  std::vector<Tensor> square_avg_, buf_, grad_avg_;
+};
+
+// torch.optim.Adagrad's options and defaults.
+struct AdagradOptions {
+  double lr = 1e-2, lr_decay = 0.0, weight_decay = 0.0, initial_accumulator_value = 0.0, eps = 1e-10;
+  bool maximize = false;
+};
+class Adagrad : public Optimizer {
+public:
+  Adagrad(nn::ParameterList params, AdagradOptions opt);
+  void step() override;
+  nn::NamedTensors state() const override; // sum
+private:
+  AdagradOptions opt_;
+  std::vector<Tensor> sum_;
 };
 
 // torch.nn.utils.clip_grad_norm_ (torch 1.13): total_norm is the L2 norm of all gradients together

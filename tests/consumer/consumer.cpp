@@ -1,4 +1,4 @@
-// Builds against the installed package only (headers under <headgrad/...>, headgrad::models):
+// Builds against the installed package only (headers under <headgrad/...>, headgrad::headgrad):
 // d/dx sum(x * x) = 2x, then multi-head self-attention from the models library - its output
 // shape, a gradient for every parameter, and the float64 gradient check of its parameters.
 // `consumer --configure` takes headgrad's start-up path first (runtime::configure); without it the

@@ -1247,6 +1247,47 @@ def fam_hardtanh(n):
         yield "hardtanh", {"min_val": lo, "max_val": hi}, [fin(rand_shape(0, 3), dtypes(), kind, 0.12 if chance(0.3) else 0.0)]
 
 
+def t_nll_loss(x, p):
+    """headgrad's classes are on the last axis, PyTorch's on axis 1 (a 1-D input is one row)."""
+    logp = x[0] if x[0].dim() <= 2 else x[0].movedim(-1, 1)
+    return [F.nll_loss(logp, x[1], reduction=p["reduction"], ignore_index=p["ignore_index"])]
+
+
+@family("losses", 200,
+        mse_loss=lambda x, p: [F.mse_loss(x[0], x[1], reduction=p["reduction"])],
+        l1_loss=lambda x, p: [F.l1_loss(x[0], x[1], reduction=p["reduction"])],
+        smooth_l1_loss=lambda x, p: [F.smooth_l1_loss(x[0], x[1], reduction=p["reduction"], beta=p["beta"])],
+        binary_cross_entropy_with_logits=lambda x, p: [
+            F.binary_cross_entropy_with_logits(x[0], x[1], reduction=p["reduction"])],
+        nll_loss=t_nll_loss)
+def fam_losses(n):
+    """The losses under each reduction; no mean over nothing (headgrad throws, PyTorch gives NaN);
+    the differences of L1 and smooth L1 away from their kinks (0, +-beta)."""
+    for _ in range(n):
+        dt, reduction = dtypes(), pick(["mean", "sum", "none"])
+        op = pick(["mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits", "nll_loss"])
+        if op == "nll_loss":
+            C, lead = rand_size(0, 0.1, 6), rand_shape(1, 2, zero=0.0)
+            ii = pick([-100, 0])
+            t = rng.integers(0, C, lead)
+            t = np.where(rng.random(lead) < 0.25, ii, t)
+            if reduction == "mean" and not np.any(t != ii):
+                continue
+            ins = [fin(lead + (C,), dt), iin(t)]
+            yield op, {"reduction": reduction, "ignore_index": ii}, ins
+            continue
+        shape = rand_shape(0, 3, zero=0.0 if reduction == "mean" else 0.06)
+        y = values(shape)
+        d = values(shape)
+        beta = pick([1.0, 0.5, 0.0])
+        d = np.where(np.abs(np.abs(d) - beta) < 0.05, d + 0.1, d)  # off smooth L1's kinks
+        d = np.where(np.abs(d) < 0.05, 0.1, d)                      # off |d|'s kink at 0
+        if op == "binary_cross_entropy_with_logits":
+            y = rng.random(shape)
+        ins = [Inp(y + d, dt), Inp(y, dt)]
+        yield op, {"reduction": reduction, "beta": beta}, ins
+
+
 # --------------------------------------------------------------------------------------------
 # running a case in torch and storing it
 # --------------------------------------------------------------------------------------------

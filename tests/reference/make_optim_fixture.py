@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Generate tests/reference/fixtures/optim_steps.safetensors: 20 steps of torch.optim's SGD, Adam
-and AdamW (torch 1.13, foreach=False, float32) on three parameters, one of which has no gradient in
-some steps, with each option headgrad implements (SGD momentum, dampening, nesterov, maximize;
-Adam/AdamW amsgrad, maximize) and both of torch's zero_grad modes. tests/test_optim_golden.cpp
+"""Generate tests/reference/fixtures/optim_steps.safetensors: 20 steps of torch.optim's SGD, Adam,
+AdamW, RMSprop and Adagrad (torch 1.13, foreach=False, float32) on three parameters, one of which
+has no gradient in some steps, with each option headgrad implements (SGD momentum, dampening,
+nesterov, maximize; Adam/AdamW amsgrad, maximize; RMSprop centered, momentum, maximize; Adagrad
+lr_decay, initial_accumulator_value, maximize) and both of torch's zero_grad modes. tests/test_optim_golden.cpp
 replays the same gradients through headgrad's optimizers and compares every parameter after every
 step, bit for bit.
 
@@ -56,6 +57,16 @@ OPTIMIZERS = {
                                                        amsgrad=True, maximize=True), "none"),
     "sgd_zeros": (torch.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01), "zeros"),
     "adam_zeros": (torch.optim.Adam, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01), "zeros"),
+    "rmsprop": (torch.optim.RMSprop, dict(lr=0.01), "none"),
+    "rmsprop_centered_momentum": (torch.optim.RMSprop, dict(lr=0.01, alpha=0.9, eps=1e-6, weight_decay=0.01,
+                                                            momentum=0.8, centered=True), "none"),
+    "rmsprop_momentum_maximize": (torch.optim.RMSprop, dict(lr=0.005, momentum=0.9, maximize=True), "none"),
+    "adagrad": (torch.optim.Adagrad, dict(lr=0.1), "none"),
+    "adagrad_decay_maximize": (torch.optim.Adagrad, dict(lr=0.1, lr_decay=0.05, weight_decay=0.01,
+                                                         initial_accumulator_value=0.1, eps=1e-8, maximize=True),
+                               "none"),
+    "rmsprop_zeros": (torch.optim.RMSprop, dict(lr=0.01, momentum=0.5), "zeros"),
+    "adagrad_zeros": (torch.optim.Adagrad, dict(lr=0.1, weight_decay=0.01), "zeros"),
 }
 
 
@@ -98,7 +109,7 @@ def main():
             opt.step()
             tensors += [(f"{opt_name}.{step}.{n}", p.detach().clone()) for n, p in params.items()]
         if cls is not torch.optim.SGD:  # the per-parameter step counts the C++ test checks too
-            counts = {n: int(opt.state[p]["step"].item()) for n, p in params.items()}
+            counts = {n: int(opt.state[p]["step"]) for n, p in params.items()}
             # zeros: c has no gradient only in step 1 (never had one), after that a zero one
             want = {"a": STEPS, "b": STEPS - 3, "c": STEPS - 7} if mode == "none" else {"a": STEPS, "b": STEPS,
                                                                                        "c": STEPS - 1}

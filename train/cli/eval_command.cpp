@@ -21,9 +21,9 @@ int eval_text(train::LoadedRun& run, const std::string& path, std::int64_t count
   const train::TaskData data(run.config);
   data.check_same_text(run.metadata, path);
   const train::EvalResult r = train::evaluate(*run.model, data.eval_rows(count), run.config.context); // streamed
-  fmt::print("checkpoint {} (task text, step {}): {} validation windows of {} tokens from {}: loss {:.4f} ({:.3f} bits "
+  fmt::print("checkpoint {} (task {}, step {}): {} validation windows of {} tokens from {}: loss {:.4f} ({:.3f} bits "
              "per token), next-token acc {:.4f}\n",
-             path, run.step, count, run.config.context, data.corpus()->source, r.loss, r.loss / std::numbers::ln2,
+             path, data::task_name(run.config.task), run.step, count, run.config.context, data.corpus() ? data.corpus()->source : run.config.data, r.loss, r.loss / std::numbers::ln2,
              r.token_acc);
   return 0;
 }

@@ -88,7 +88,8 @@ std::vector<FlagSpec> run_config_flags(RunFields which) {
 train::RunConfig run_config_from_flags(const Args& args, RunFields which) {
   // --task text starts from its own defaults; a flag given replaces the default either way
   const bool text = selected(which, train::FieldInfo{"task", "", train::Role::shape}) && args.given("task") &&
-                    args.text("task") == data::task_name(data::Task::text);
+                    (args.text("task") == data::task_name(data::Task::text) ||
+                     args.text("task") == data::task_name(data::Task::tokens));
   train::RunConfig c = text ? train::RunConfig::text_defaults() : train::RunConfig{};
   train::visit_run_fields([&](const train::FieldInfo& f, auto member) {
     if (selected(which, f) && (args.given(f.flag) || !text)) read_flag(args, f, c.*member);

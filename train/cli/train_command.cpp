@@ -110,7 +110,7 @@ std::string draw_step_graph(const train::TrainOptions& o, const std::string& pat
   std::unique_ptr<models::TokenModel> model;
   const train::TaskData data(o.run);
   train::RunConfig run = o.run;
-  if (run.is_text()) run.vocab = data.corpus()->tokenizer.size();
+  if (run.is_text()) run.vocab = data.vocab_size();
   // the step runs the whole batch in this process: refused as the run would be
   const double corpus = data.corpus() ? static_cast<double>(data.corpus()->tokens.bytes()) : 0.0;
   train::check_fits_in_memory(train::training_memory(run, 1, corpus), run, 1);
@@ -156,7 +156,8 @@ void print_banner(const train::TrainOptions& o) {
   if (o.quiet || o.json) return;
   const train::RunConfig& c = o.run;
   const int ranks = distributed::size();
-  const std::string data = c.is_text() ? fmt::format("text {} ({}), context {}", c.text.empty() ? data::kDefaultCorpusDir : c.text,
+  const std::string data = c.task == data::Task::tokens ? fmt::format("token files {}, context {}", c.data, c.context)
+                           : c.is_text() ? fmt::format("text {} ({}), context {}", c.text.empty() ? data::kDefaultCorpusDir : c.text,
                                                      c.tokenizer, c.context)
                                        : fmt::format("vocab {}, len {}..{}", c.vocab, c.min_len, c.max_len);
   if (runtime::reference())
@@ -246,9 +247,11 @@ void print_summary(const train::TrainOptions& o, const train::TrainSummary& s) {
   fmt::print("done: steps {}, loss {:.4f}, {}, {:.0f} tokens/s, {:.1f} s{}{}{}\n", s.steps, s.loss,
              summary_evaluation(o, s), s.tokens_per_s, s.seconds, o.run.precision == "bf16" ? ", precision bf16" : "",
              s.reference ? ", reference mode" : "", s.interrupted ? " (interrupted)" : "");
-  if (!o.json && o.run.is_text())
+  if (!o.json && o.run.task == data::Task::text) // (a model of token files has no tokenizer to sample text with)
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}; sample with: headgrad sample --checkpoint {}\n", o.out_dir,
                o.out_dir, s.checkpoint, train::shell_quote(s.checkpoint));
+  else if (!o.json && o.run.is_text())
+    fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}\n", o.out_dir, o.out_dir, s.checkpoint);
   else if (!o.json)
     fmt::print("wrote {}/metrics.csv, {}/curves.svg, {}, {}/attention.svg\n", o.out_dir, o.out_dir, s.checkpoint, o.out_dir);
   if (o.json) {

@@ -399,7 +399,7 @@ TrainSummary run_training(const TrainOptions& options, LoadedRun* resumed) {
   distributed::agree([&] {
     data.emplace(o.run);
     if (o.run.is_text()) {
-      o.run.vocab = data->corpus()->tokenizer.size();
+      o.run.vocab = data->vocab_size();
       o.run.gpt_config().validate();
     } else {
       o.run.model_config().validate();

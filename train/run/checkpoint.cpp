@@ -19,7 +19,7 @@ namespace {
 // field is required.
 bool added_after_format_1(const FieldInfo& f) {
   static const std::set<std::string> later = {"beta2", "min-lr",      "decay", "text", "tokenizer",
-                                              "context", "tie-weights", "shards", "precision"};
+                                              "context", "tie-weights", "shards", "precision", "data"};
   return later.count(f.flag) > 0;
 }
 

@@ -66,6 +66,8 @@ void RunConfig::validate() const {
   // the models' own check, naming the flags
   models::validate_stack(stack_config(), {.vocab = "--vocab", .d_model = "--d-model", .heads = "--heads",
                                           .layers = "--layers", .ffn = "--ffn", .dropout = "--dropout"});
+  if (task == data::Task::tokens && data.empty())
+    throw std::invalid_argument("--task tokens reads the token files of --data DIR: give it");
   if (context > data::kMaxSeqLen)
     throw std::invalid_argument(fmt::format("--context must be at most {}, got {}", data::kMaxSeqLen, context));
   if (min_lr > lr)
@@ -141,7 +143,7 @@ bool from_text(const std::string& text, std::string& v) {
   return true;
 }
 
-const char* value_kind(const data::Task&) { return "a task (copy, reverse, sort or text)"; }
+const char* value_kind(const data::Task&) { return "a task (copy, reverse, sort, text or tokens)"; }
 const char* value_kind(const std::int64_t&) { return "an integer"; }
 const char* value_kind(const std::uint64_t&) { return "a non-negative integer"; }
 const char* value_kind(const double&) { return "a number"; }

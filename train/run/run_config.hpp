@@ -37,6 +37,7 @@ struct RunConfig {
   // task text: the corpus ("": data::kDefaultCorpusDir), its tokenizer, the context length T and
   // weight tying (the model's vocab is the tokenizer's, set when the corpus is read)
   std::string text = "";
+  std::string data = ""; // task tokens: the directory of train.bin, val.bin and meta.json
   std::string tokenizer = "chars"; // chars | bytes
   std::int64_t context = 64;
   std::string tie_weights = "on";  // on | off
@@ -55,7 +56,8 @@ struct RunConfig {
   // grad_clip 1.0), 4 x n_embd MLP width.
   static RunConfig text_defaults();
 
-  bool is_text() const { return task == data::Task::text; }
+  // a causal language model (GPT): on a text (task text) or on token files (task tokens, --data)
+  bool is_text() const { return task == data::Task::text || task == data::Task::tokens; }
   std::int64_t sequence_length() const { return is_text() ? context : max_len; } // T of every batch
   models::StackConfig stack_config() const; // what both models' configs take from the run
   models::ModelConfig model_config() const;
@@ -110,7 +112,8 @@ struct FieldInfo {
   Applies applies = Applies::every_task;
 };
 inline bool applies_to(const FieldInfo& f, data::Task task) {
-  return f.applies == Applies::every_task || (f.applies == Applies::text_task) == (task == data::Task::text);
+  return f.applies == Applies::every_task ||
+         (f.applies == Applies::text_task) == (task == data::Task::text || task == data::Task::tokens);
 }
 // "d-model" -> "d_model"
 std::string metadata_key(const FieldInfo& field);
@@ -120,7 +123,7 @@ std::string metadata_key(const FieldInfo& field);
 template <typename Visit> void visit_run_fields(Visit&& visit) {
   using R = RunConfig;
   visit(FieldInfo{"task", "toy task (copy, reverse or sort), or text: a causal language model on --text (other defaults: "
-                  "see below)",
+                  "see below), or tokens: the same on the token files in --data",
                   Role::shape},
         &R::task);
   visit(FieldInfo{"steps", "total optimizer steps (a resumed run continues up to this)", Role::tunable, at_least(1)},
@@ -161,6 +164,10 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
   visit(FieldInfo{"text", "task text: the text file to learn (default: Debian's fortunes, /usr/share/games/fortunes)",
                   Role::fixed, {}, Applies::text_task},
         &R::text);
+  visit(FieldInfo{"data", "task tokens: a directory of nanoGPT's prepared train.bin and val.bin (uint16 token ids) "
+                  "and meta.json ({\"vocab_size\": N})",
+                  Role::fixed, {}, Applies::text_task},
+        &R::data);
   visit(FieldInfo{"tokenizer", "task text: chars (one token per character of the text) or bytes (256, any text)",
                   Role::shape, one_of({"chars", "bytes"}), Applies::text_task},
         &R::tokenizer);

@@ -7,22 +7,30 @@
 namespace headgrad::train {
 
 TaskData::TaskData(const RunConfig& cfg) : cfg_(cfg) {
-  if (cfg.is_text())
+  if (cfg.task == data::Task::tokens) tokens_ = std::make_shared<const data::TokenFiles>(cfg.data, cfg.context, cfg.seed);
+  else if (cfg.is_text())
     corpus_ = std::make_shared<const data::TextCorpus>(
         data::load_text_corpus(cfg.text, data::parse_tokenizer(cfg.tokenizer), cfg.context));
 }
 
+std::int64_t TaskData::vocab_size() const {
+  return corpus_ ? corpus_->tokenizer.size() : tokens_ ? tokens_->vocab_size() : cfg_.vocab;
+}
+
 data::Batch TaskData::batch(std::uint64_t index, std::int64_t batch_size) const {
+  if (tokens_) return tokens_->batch(index, batch_size);
   if (corpus_) return data::make_text_batch(*corpus_, cfg_.context, cfg_.seed, index, batch_size);
   return data::make_batch(cfg_.task_config(), cfg_.seed, index, batch_size);
 }
 
 data::Batch TaskData::eval_set(std::int64_t count) const {
+  if (tokens_) return tokens_->eval_set(count);
   if (corpus_) return data::make_text_eval_set(*corpus_, cfg_.context, count);
   return data::make_eval_set(cfg_.task_config(), count);
 }
 
 EvalRows TaskData::eval_rows(std::int64_t count) const {
+  if (tokens_) return [reader = tokens_->eval_reader(count), files = tokens_](std::int64_t rows) { return reader(rows); };
   if (corpus_) {
     auto reader = std::make_shared<data::TextEvalReader>(*corpus_, cfg_.context, count);
     return [reader, corpus = corpus_](std::int64_t rows) { return reader->next(rows); }; // the corpus stays alive
@@ -61,7 +69,7 @@ void TaskData::check_same_text(const std::map<std::string, std::string>& meta, c
 
 data::Tokenizer checkpoint_tokenizer(const RunConfig& cfg, const std::map<std::string, std::string>& meta,
                                      const std::string& source) {
-  if (!cfg.is_text())
+  if (!cfg.is_text() || cfg.task == data::Task::tokens)
     throw std::invalid_argument(fmt::format("{}: a checkpoint of task {}, not a text model (train one with --task text)",
                                             source, data::task_name(cfg.task)));
   const auto it = meta.find("text_vocabulary");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "data/text.hpp"
+#include "data/token_files.hpp"
 #include "train/run/held_out.hpp"
 #include "train/run/run_config.hpp"
 
@@ -24,7 +25,9 @@ public:
   // its row `index` alone (drawn in chunks up to it).
   EvalRows eval_rows(std::int64_t count) const;
   data::Batch eval_example(std::int64_t index) const;
-  const data::TextCorpus* corpus() const { return corpus_.get(); } // null for a toy task
+  const data::TextCorpus* corpus() const { return corpus_.get(); } // null for a toy task and token files
+  const data::TokenFiles* token_files() const { return tokens_.get(); } // task tokens only
+  std::int64_t vocab_size() const; // the text's tokenizer's, the token files', or the toy task's --vocab
 
   // The checkpoint metadata of a text run: "text_vocabulary" (the tokenizer's) and
   // "text_fingerprint" (the corpus's, hex); empty for a toy task.
@@ -36,6 +39,7 @@ public:
 private:
   RunConfig cfg_;
   std::shared_ptr<const data::TextCorpus> corpus_;
+  std::shared_ptr<const data::TokenFiles> tokens_;
 };
 
 // The tokenizer a text checkpoint was trained with (its metadata: the config's tokenizer and

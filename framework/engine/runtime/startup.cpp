@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <mutex>
+#include <omp.h>
 #include <set>
 #include <unistd.h>
 
@@ -40,6 +41,22 @@ bool reexecuted_already() {
 // Intel Xeon with AVX-512, sgemm 768x512x128 at one thread: Prescott 38 GFLOP/s, Haswell 100,
 // SkylakeX 147).
 const char* slowdown_class(const std::string& want) { return want == "SkylakeX" ? "about 4x" : "about 2.5x"; }
+
+// What a program that chose not to re-execute goes without, in one line.
+std::string no_reexec_note(bool passive, const std::string& active, const std::string& want) {
+  std::string costs, set;
+  if (!want.empty()) {
+    costs = fmt::format("OpenBLAS keeps its generic {} kernel ({} slower gemms than {})", active, slowdown_class(want), want);
+    set = fmt::format("OPENBLAS_CORETYPE={}", want);
+  }
+  if (passive) {
+    costs += fmt::format("{}idle OpenMP threads spin on their cores", costs.empty() ? "" : "; ");
+    set += fmt::format("{}OMP_WAIT_POLICY=PASSIVE", set.empty() ? "" : " ");
+  }
+  return fmt::format("headgrad: note: runtime::configure without re-executing: {} (set {} before the program "
+                     "starts to have it all)",
+                     costs, set);
+}
 
 } // namespace
 
@@ -111,24 +128,26 @@ bool user_chose_core() {
   return core && !(assume && std::string(core) == assume);
 }
 
-void configure(int /*argc*/, char** argv) {
+void configure(int /*argc*/, char** argv, StartupOptions options) {
   if (g_configured.exchange(true)) return;
   if (reexecuted_already()) return; // the settings below are this process's already
-  bool change = false;
-  if (!env("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-    change = true;
-  }
+  // The wait policy matters only where OpenMP has threads to park: with one, nothing waits.
+  const bool passive = !env("OMP_WAIT_POLICY") && omp_get_max_threads() > 1;
+  std::string active, want;
   if (!user_chose_core() && !env_is("HEADGRAD_BLAS_AUTOCORE", "0")) {
-    const std::string active = active_core();
-    const std::string want = preferred_core(active, cpu_features());
-    if (!want.empty()) {
-      setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
-      setenv("HEADGRAD_BLAS_AUTOCORE_FROM", active.c_str(), 1);
-      change = true;
-    }
+    active = active_core();
+    want = preferred_core(active, cpu_features());
   }
-  if (!change) return;
+  if (!passive && want.empty()) return;
+  if (!options.reexec || env_is("HEADGRAD_REEXEC", "0")) {
+    std::fprintf(stderr, "%s\n", no_reexec_note(passive, active, want).c_str());
+    return;
+  }
+  if (passive) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  if (!want.empty()) {
+    setenv("OPENBLAS_CORETYPE", want.c_str(), 1);
+    setenv("HEADGRAD_BLAS_AUTOCORE_FROM", active.c_str(), 1);
+  }
   setenv(kReexecGuard, std::to_string(getpid()).c_str(), 1);
   // The new program starts with this thread's CPU mask. Under OMP_PROC_BIND, libgomp has narrowed
   // it to its first place (threads.hpp), and the new program's OpenMP would see that place alone.

@@ -1,6 +1,7 @@
 // startup.hpp - the start-up path every program takes first thing in main(): the OpenBLAS kernel
 // for this CPU and the OpenMP wait policy. Both are settings that their libraries read only once,
-// when they load, so choosing them costs one re-execution of the program (never more).
+// when they load, so applying them costs one re-execution of the program (never more; never where
+// nothing changes; never with StartupOptions{.reexec = false}).
 //
 //   int main(int argc, char** argv) {
 //     headgrad::runtime::configure(argc, argv); // before any thread, MPI or BLAS call
@@ -15,9 +16,9 @@
 //   Then OPENBLAS_CORETYPE is set to the kernel this CPU supports (SkylakeX with AVX-512, Haswell
 //   with AVX2 + FMA). A value of OPENBLAS_CORETYPE the user set always stands;
 //   HEADGRAD_BLAS_AUTOCORE=0 keeps OpenBLAS's own choice.
-// - OMP_WAIT_POLICY=PASSIVE when unset: idle OpenMP threads sleep instead of spinning on cores
-//   that other processes need (two trainings sharing 2 cores ran 2.5x slower each with libgomp's
-//   spinning default; alone, spinning is at most ~10% faster).
+// - OMP_WAIT_POLICY=PASSIVE when unset and OpenMP runs more than one thread: idle OpenMP threads
+//   sleep instead of spinning on cores that other processes need (two trainings sharing 2 cores
+//   ran 2.5x slower each with libgomp's spinning default; alone, spinning is at most ~10% faster).
 //
 // A program that does not call configure() and runs one of OpenBLAS's fallback kernels on a CPU
 // with a better one is told so on stderr, once, at its first gemm (note_blas_kernel_once).
@@ -40,10 +41,23 @@ CpuFeatures cpu_features();
 // /proc/cpuinfo's "model name" of the first CPU ("" where there is none).
 std::string cpu_model();
 
-// Chooses the BLAS kernel and the OpenMP wait policy (see above) and re-executes the program
-// (/proc/self/exe with the same argv) when one of them changed; returns normally when there is
-// nothing to change, or when it already ran once in this process. argv must be main's argv.
-void configure(int argc, char** argv);
+// How configure() may apply what it chose.
+struct StartupOptions {
+  // Re-execute the program (/proc/self/exe with the same argv) when a setting changed, the only
+  // way to apply it: the code before configure() then runs twice, and stdout not yet flushed is
+  // lost. false (or HEADGRAD_REEXEC=0 in the environment): never; configure() then changes nothing
+  // and prints one line on stderr saying what the program goes without and what to set instead
+  // ("headgrad: note: runtime::configure without re-executing: OpenBLAS keeps its generic Prescott
+  // kernel (about 4x slower gemms than SkylakeX); idle OpenMP threads spin on their cores (set
+  // ...)"), nothing when there was nothing to change.
+  bool reexec = true;
+};
+// Chooses the BLAS kernel and the OpenMP wait policy (see above) and re-executes the program when
+// one of them changed, only where it matters: the kernel when OpenBLAS fell back to a slower one
+// than this CPU runs, the wait policy when it is unset and OpenMP has more than one thread (with
+// one, no thread waits). Returns normally when there is nothing to change, when it already ran
+// once in this process, or without re-executing (options.reexec). argv must be main's argv.
+void configure(int argc, char** argv, StartupOptions options = {});
 // Whether configure() ran in this process.
 bool configured();
 // One line to print at start-up if configure() replaced OpenBLAS's fallback kernel ("" otherwise):
