@@ -639,11 +639,16 @@ TEST_CASE("flags that do not apply to the task are refused, not ignored") {
   for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"train", "--task", "sort", "--text", "book.txt"}, "--text applies to --task text only; this run's task is sort"},
            {{"train", "--tokenizer", "bytes"}, "--tokenizer applies to --task text only; this run's task is sort"},
-           {{"train", "--task", "copy", "--context", "32"}, "--context applies to --task text only"},
-           {{"train", "--task", "reverse", "--tie-weights", "off"}, "--tie-weights applies to --task text only"},
+           {{"train", "--task", "copy", "--context", "32"}, "--context applies to --task text and --task tokens only"},
+           {{"train", "--task", "reverse", "--tie-weights", "off"}, "--tie-weights applies to --task text and --task tokens only"},
            {{"train", "--task", "text", "--vocab", "30"}, "--vocab does not apply to --task text (its vocabulary is the text's"},
            {{"train", "--task", "text", "--max-len", "30"}, "--max-len does not apply to --task text (its sequence length is --context)"},
-           {{"train", "--task", "text", "--min-len", "3"}, "--min-len does not apply to --task text"}}) {
+           {{"train", "--task", "text", "--min-len", "3"}, "--min-len does not apply to --task text"},
+           {{"train", "--task", "tokens", "--data", "dir", "--text", "book.txt"}, "--text applies to --task text only; this run's task is tokens"},
+           {{"train", "--task", "tokens", "--data", "dir", "--tokenizer", "bytes"}, "--tokenizer applies to --task text only; this run's task is tokens"},
+           {{"train", "--task", "text", "--data", "dir"}, "--data applies to --task tokens only; this run's task is text"},
+           {{"train", "--task", "sort", "--data", "dir"}, "--data applies to --task tokens only; this run's task is sort"},
+           {{"train", "--task", "tokens", "--data", "dir", "--vocab", "30"}, "--vocab does not apply to --task tokens (its vocabulary is the token files'"}}) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--steps", "1", "--out", dir / "never"});
     const Result r = run(a, dir);

@@ -109,12 +109,18 @@ train::RunConfig run_config_from_flags(const Args& args, RunFields which) {
 void refuse_flags_for_other_tasks(const Args& args, data::Task task) {
   train::visit_run_fields([&](const train::FieldInfo& f, auto) {
     if (!args.given(f.flag) || train::applies_to(f, task)) return;
-    if (f.applies == train::Applies::text_task)
-      throw CliError(fmt::format("--{} applies to --task text only; this run's task is {}", f.flag,
+    if (f.applies == train::Applies::text_task || f.applies == train::Applies::text_corpus)
+      throw CliError(fmt::format("--{} applies to --task text{} only; this run's task is {}", f.flag,
+                                 f.applies == train::Applies::text_task ? " and --task tokens" : "",
                                  data::task_name(task)));
-    throw CliError(fmt::format("--{} does not apply to --task text ({})", f.flag,
-                               f.flag == std::string("vocab") ? "its vocabulary is the text's: see --tokenizer"
-                                                              : "its sequence length is --context"));
+    if (f.applies == train::Applies::token_files)
+      throw CliError(fmt::format("--{} applies to --task tokens only; this run's task is {}", f.flag,
+                                 data::task_name(task)));
+    const bool tokens = task == data::Task::tokens;
+    throw CliError(fmt::format("--{} does not apply to --task {} ({})", f.flag, data::task_name(task),
+                               f.flag != std::string("vocab") ? "its sequence length is --context"
+                               : tokens                       ? "its vocabulary is the token files': see --data"
+                                                              : "its vocabulary is the text's: see --tokenizer"));
   });
 }
 

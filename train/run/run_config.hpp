@@ -102,7 +102,9 @@ inline Rule fraction() { return {Rule::Kind::fraction}; }
 inline Rule one_of(std::vector<std::string> choices) { return {Rule::Kind::one_of, 0, std::move(choices)}; }
 
 // Which tasks a field means something to: a flag given for another task is refused, not ignored.
-enum class Applies { every_task, toy_tasks, text_task };
+// Which tasks a field is for: text_task is both tasks of token streams (text, tokens); text_corpus
+// and token_files one of them (the text file and its tokenizer; the token files' directory).
+enum class Applies { every_task, toy_tasks, text_task, text_corpus, token_files };
 
 struct FieldInfo {
   const char* flag; // command-line flag without dashes; the metadata and JSON key is metadata_key()
@@ -112,8 +114,15 @@ struct FieldInfo {
   Applies applies = Applies::every_task;
 };
 inline bool applies_to(const FieldInfo& f, data::Task task) {
-  return f.applies == Applies::every_task ||
-         (f.applies == Applies::text_task) == (task == data::Task::text || task == data::Task::tokens);
+  const bool stream = task == data::Task::text || task == data::Task::tokens;
+  switch (f.applies) {
+  case Applies::every_task: return true;
+  case Applies::toy_tasks: return !stream;
+  case Applies::text_task: return stream;
+  case Applies::text_corpus: return task == data::Task::text;
+  case Applies::token_files: return task == data::Task::tokens;
+  }
+  return false;
 }
 // "d-model" -> "d_model"
 std::string metadata_key(const FieldInfo& field);
@@ -162,14 +171,14 @@ template <typename Visit> void visit_run_fields(Visit&& visit) {
                   Role::tunable, one_of({"all", "matrices"})},
         &R::decay);
   visit(FieldInfo{"text", "task text: the text file to learn (default: Debian's fortunes, /usr/share/games/fortunes)",
-                  Role::fixed, {}, Applies::text_task},
+                  Role::fixed, {}, Applies::text_corpus},
         &R::text);
   visit(FieldInfo{"data", "task tokens: a directory of nanoGPT's prepared train.bin and val.bin (uint16 token ids) "
                   "and meta.json ({\"vocab_size\": N})",
-                  Role::fixed, {}, Applies::text_task},
+                  Role::fixed, {}, Applies::token_files},
         &R::data);
   visit(FieldInfo{"tokenizer", "task text: chars (one token per character of the text) or bytes (256, any text)",
-                  Role::shape, one_of({"chars", "bytes"}), Applies::text_task},
+                  Role::shape, one_of({"chars", "bytes"}), Applies::text_corpus},
         &R::tokenizer);
   visit(FieldInfo{"context", "task text: tokens of context, the sequence length T", Role::shape, at_least(1),
                   Applies::text_task},
