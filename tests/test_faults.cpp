@@ -33,6 +33,7 @@
 #include "framework/io/safetensors.hpp"
 #include "train/run/checkpoint.hpp"
 #include "train/run/run_optimizer.hpp"
+#include "tests/fault_runs.hpp"
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
@@ -276,28 +277,9 @@ namespace {
 using test_support::contains;
 using test_support::lines_of;
 
-// A tiny, fast run into `out` (flags given later override these).
-std::vector<std::string> tiny_run(const std::string& out, std::int64_t steps, std::vector<std::string> more = {}) {
-  std::vector<std::string> a = {"train",   "--task",  "copy", "--batch",    "16", "--d-model", "16", "--heads",
-                                "2",       "--layers", "1",   "--ffn",      "32", "--max-len", "8",  "--min-len",
-                                "2",       "--vocab", "10",   "--threads",  "1",  "--eval-every", "0", "--eval-count",
-                                "16",      "--steps", std::to_string(steps), "--out", out};
-  a.insert(a.end(), more.begin(), more.end());
-  return a;
-}
-
-test_support::CliRun cli(const std::vector<std::string>& args, const TempDir& dir) {
-  return test_support::run_cli(args, dir.path);
-}
-
-// The step numbers of metrics.csv's step rows, in file order.
-std::vector<std::int64_t> step_rows(const std::string& csv) {
-  std::vector<std::int64_t> out;
-  for (const auto& row : lines_of(csv))
-    if (!row.empty() && std::isdigit(static_cast<unsigned char>(row[0])) && row.find(",,,,") == std::string::npos)
-      out.push_back(std::stoll(row.substr(0, row.find(','))));
-  return out;
-}
+using test_support::cli;
+using test_support::step_rows;
+using test_support::tiny_run;
 
 } // namespace
 
