@@ -382,8 +382,13 @@ TEST_CASE("a resume into another directory leaves its source as it was, even a s
     for (const auto& [name, bytes] : before) fs::permissions(ro + "/" + name, fs::perms(0444));
     fs::permissions(ro, fs::perms(0555));
     fs::permissions(mine, fs::perms(0777));
+    // a copy of the command the user nobody can reach (the build tree may sit in a directory only
+    // root may enter, as under mktemp -d)
+    const std::string cli_copy = mine + "/headgrad";
+    fs::copy_file(HEADGRAD_CLI, cli_copy);
+    fs::permissions(cli_copy, fs::perms(0755));
     const pid_t pid = test_support::spawn(
-        {HEADGRAD_CLI, "train", "--resume", ro + "/model.safetensors", "--steps", "6", "--out", mine + "/dst", "--quiet"},
+        {cli_copy, "train", "--resume", ro + "/model.safetensors", "--steps", "6", "--out", mine + "/dst", "--quiet"},
         mine + "/ro.out", mine + "/ro.err", mine, {}, [] {
           if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(125);
         });
