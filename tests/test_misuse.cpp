@@ -80,10 +80,7 @@ std::vector<MisuseRow> method_rows() {
 }
 
 // Calls with no tensor argument to break: the factories, with a shape or dtype they must refuse.
-struct RefusedCall {
-  std::string fn;
-  std::function<void()> call;
-};
+using checks::RefusedCall;
 std::vector<RefusedCall> refused_calls() {
   return {
       {"Tensor::empty", [] { Tensor::empty({2, -1}); }},
@@ -219,6 +216,16 @@ TEST_CASE("misuse: every Tensor method refuses an undefined tensor by name") {
     CHECK_MESSAGE(contains(what, bare_name(c.fn)), c.fn << ": " << what);
   }
   MESSAGE(rows.size() << " method rows, " << calls << " misuse calls");
+}
+
+TEST_CASE("misuse: every argument value an op's registration lists as refused is refused by name") {
+  const auto calls = checks::refused_calls();
+  REQUIRE_FALSE(calls.empty());
+  for (const RefusedCall& c : calls) {
+    INFO(c.fn);
+    const std::string what = test_support::error_of<std::invalid_argument>(c.call);
+    CHECK_MESSAGE(contains(what, c.message.empty() ? bare_name(c.fn) : c.message), c.fn << ": " << what);
+  }
 }
 
 TEST_CASE("misuse: the crashes reported against the library now throw") {

@@ -64,6 +64,14 @@ std::vector<MisuseRow> misuse_rows() {
   return all;
 }
 
+std::vector<RefusedCall> refused_calls() {
+  std::vector<RefusedCall> all;
+  for (const auto& family : check_families())
+    if (family.refused_calls)
+      for (auto& c : family.refused_calls()) all.push_back(std::move(c));
+  return all;
+}
+
 std::map<std::string, DifferentialFn> differential_calls() {
   std::map<std::string, DifferentialFn> calls;
   std::map<std::string, std::string> family_of;

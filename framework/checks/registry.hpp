@@ -1,6 +1,7 @@
 // registry.hpp - what every op family and model registers beside its code, in one place:
 //   - gradient checks (float64 central differences: `headgrad gradcheck`, tests/test_gradcheck_table.cpp),
-//   - misuse rows (bad tensors must be refused by name: tests/test_misuse.cpp),
+//   - misuse rows (bad tensors must be refused by name: tests/test_misuse.cpp), and the calls with an
+//     argument value the op refuses (clamp with neither bound),
 //   - differential calls (PyTorch's cases of the op, tests/reference/make_op_cases.py, replayed by
 //     tests/test_differential.cpp),
 //   - the ops' rows of framework/ops/DERIVATIVES.md (whose table is generated from them:
@@ -48,6 +49,14 @@ struct MisuseRow {
   std::set<std::size_t> optional = {}; // positions where an undefined tensor is a valid argument
 };
 
+// A call with valid tensors and an argument value the op refuses (clamp with neither bound):
+// it must throw std::invalid_argument whose message contains `message` (the op's name if empty).
+struct RefusedCall {
+  std::string fn; // as declared, like MisuseRow::fn
+  std::function<void()> call;
+  std::string message = {};
+};
+
 // What a file's row functions add to. Rows of group "ops" (framework/ops/ops.hpp's ops) by add(),
 // with the default tolerances unless a row says why not; the others by push_back.
 struct GradcheckRows {
@@ -80,6 +89,8 @@ struct CheckFamily {
   // Differentiable ops PyTorch cannot compute the same way (their result depends on headgrad's
   // random draws); the registration says where their derivative is replayed instead.
   std::vector<std::string> not_replayed = {};
+  // Its calls with a refused argument value (nullptr: none).
+  std::vector<RefusedCall> (*refused_calls)() = nullptr;
 };
 
 // A static one of these in each *_checks.cpp registers its family.
@@ -96,6 +107,8 @@ std::vector<GradcheckCase> gradcheck_cases();
 std::vector<GradcheckCase> gradcheck_cases(const std::string& group);
 // Every misuse row, in the same order.
 std::vector<MisuseRow> misuse_rows();
+// Every registered call with a refused argument value, in the same order.
+std::vector<RefusedCall> refused_calls();
 // The ops the families list as composite, with no gradient, or not replayed.
 std::set<std::string> composite_ops();
 std::set<std::string> no_gradient_ops();

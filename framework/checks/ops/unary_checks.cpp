@@ -138,8 +138,21 @@ std::vector<DifferentialCall> ops_unary_differential_calls() {
   };
 }
 
-const RegisterChecks ops_unary_registered({"framework/ops/unary", {unary_rows}, ops_unary_misuse_rows,
-                                           ops_unary_differential_calls, ops_unary_derivatives});
+// Argument values PyTorch refuses too (clamp with neither bound; hardtanh with min_val > max_val).
+std::vector<RefusedCall> ops_unary_refused_calls() {
+  using namespace ops;
+  return {
+      {"clamp", [] { clamp(Tensor::zeros({2}), std::nullopt, std::nullopt); }, "clamp: give"},
+      {"hardtanh", [] { hardtanh(Tensor::zeros({2}), 1.0, -1.0); }, "hardtanh: min_val 1 is greater than max_val -1"},
+  };
+}
+
+const RegisterChecks ops_unary_registered({.name = "framework/ops/unary",
+                                           .gradcheck_rows = {unary_rows},
+                                           .misuse_rows = ops_unary_misuse_rows,
+                                           .differential_calls = ops_unary_differential_calls,
+                                           .derivatives = ops_unary_derivatives,
+                                           .refused_calls = ops_unary_refused_calls});
 
 } // namespace
 } // namespace headgrad::checks
