@@ -56,6 +56,16 @@ template <typename T> T fused_multiply_add(T a, T b, T c) {
 
 } // namespace
 
+Optimizer::Optimizer(nn::ParameterList params, double lr, const char* name) : params_(std::move(params)), lr_(lr) {
+  for (auto& [pname, p] : params_) check_defined(p, name, pname.c_str());
+}
+
+std::vector<Tensor> Optimizer::param_buffers(double fill) const {
+  std::vector<Tensor> out;
+  for (const auto& [name, p] : params_) out.push_back(Tensor::full(p.shape(), fill, p.dtype()));
+  return out;
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& [name, p] : params_) {
     if (set_to_none) {
@@ -77,10 +87,16 @@ void Optimizer::step_scaled(double grad_scale) {
   step();
 }
 
-void Optimizer::add_step_state(nn::NamedTensors& state) const {
+nn::NamedTensors Optimizer::state() const {
+  nn::NamedTensors state;
   state.emplace_back("step", Tensor::from_ints({t_}, {}));
   for (std::size_t i = 0; i < params_.size(); ++i)
     if (param_steps_[i] != t_) state.emplace_back("step." + params_[i].first, Tensor::from_ints({param_steps_[i]}, {}));
+  const auto kept = buffers();
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    for (const auto& [name, list] : kept)
+      if (!list->empty()) state.emplace_back(name + ("." + params_[i].first), (*list)[i]);
+  return state;
 }
 
 void Optimizer::set_steps(std::int64_t steps, const std::vector<std::int64_t>& param_steps) {
@@ -91,14 +107,12 @@ void Optimizer::set_steps(std::int64_t steps, const std::vector<std::int64_t>& p
   param_steps_ = param_steps;
 }
 
-SGD::SGD(nn::ParameterList params, SGDOptions opt) : Optimizer(std::move(params)), opt_(opt) {
-  lr_ = opt.lr;
+SGD::SGD(nn::ParameterList params, SGDOptions opt) : Optimizer(std::move(params), opt.lr, "SGD"), opt_(opt) {
   if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0)) // as torch.optim.SGD
     throw std::invalid_argument(fmt::format("SGD: nesterov needs momentum > 0 and dampening 0, got momentum {} and "
                                             "dampening {}",
                                             opt.momentum, opt.dampening));
-  for (auto& [name, p] : params_) check_defined(p, "SGD", name.c_str());
-  for (auto& [name, p] : params_) buf_.push_back(Tensor::zeros(p.shape(), p.dtype()));
+  buf_ = param_buffers();
 }
 
 void SGD::step() {
@@ -131,21 +145,13 @@ void SGD::step() {
   }
 }
 
-nn::NamedTensors SGD::state() const {
-  nn::NamedTensors s;
-  add_step_state(s);
-  for (std::size_t i = 0; i < params_.size(); ++i) s.emplace_back("momentum_buffer." + params_[i].first, buf_[i]);
-  return s;
+std::vector<std::pair<const char*, const std::vector<Tensor>*>> SGD::buffers() const {
+  return {{"momentum_buffer", &buf_}};
 }
 
-Adam::Adam(nn::ParameterList params, AdamOptions opt) : Optimizer(std::move(params)), opt_(opt) {
-  lr_ = opt.lr;
-  for (auto& [name, p] : params_) {
-    check_defined(p, "Adam", name.c_str());
-    m_.push_back(Tensor::zeros(p.shape(), p.dtype()));
-    v_.push_back(Tensor::zeros(p.shape(), p.dtype()));
-    if (opt.amsgrad) vmax_.push_back(Tensor::zeros(p.shape(), p.dtype()));
-  }
+Adam::Adam(nn::ParameterList params, AdamOptions opt)
+    : Optimizer(std::move(params), opt.lr, "Adam"), opt_(opt), m_(param_buffers()), v_(param_buffers()) {
+  if (opt.amsgrad) vmax_ = param_buffers();
 }
 
 void Adam::step() {
@@ -186,25 +192,14 @@ void Adam::step() {
   kernels::parallel_chunks(sizes, 4, [&jobs](std::size_t j, std::int64_t b, std::int64_t e) { jobs[j](b, e); });
 }
 
-nn::NamedTensors Adam::state() const {
-  nn::NamedTensors s;
-  add_step_state(s);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    s.emplace_back("exp_avg." + params_[i].first, m_[i]);
-    s.emplace_back("exp_avg_sq." + params_[i].first, v_[i]);
-    if (opt_.amsgrad) s.emplace_back("max_exp_avg_sq." + params_[i].first, vmax_[i]);
-  }
-  return s;
+std::vector<std::pair<const char*, const std::vector<Tensor>*>> Adam::buffers() const {
+  return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}, {"max_exp_avg_sq", &vmax_}};
 }
 
-RMSprop::RMSprop(nn::ParameterList params, RMSpropOptions opt) : Optimizer(std::move(params)), opt_(opt) {
-  lr_ = opt.lr;
-  for (auto& [name, p] : params_) {
-    check_defined(p, "RMSprop", name.c_str());
-    square_avg_.push_back(Tensor::zeros(p.shape(), p.dtype()));
-    if (opt.momentum > 0) buf_.push_back(Tensor::zeros(p.shape(), p.dtype()));
-    if (opt.centered) grad_avg_.push_back(Tensor::zeros(p.shape(), p.dtype()));
-  }
+RMSprop::RMSprop(nn::ParameterList params, RMSpropOptions opt)
+    : Optimizer(std::move(params), opt.lr, "RMSprop"), opt_(opt), square_avg_(param_buffers()) {
+  if (opt.momentum > 0) buf_ = param_buffers();
+  if (opt.centered) grad_avg_ = param_buffers();
 }
 
 // PyTorch's elementwise steps, each rounded to T: mul_(alpha); addcmul_, self + (value * t1) * t2
@@ -246,24 +241,12 @@ void RMSprop::step() {
   }
 }
 
-nn::NamedTensors RMSprop::state() const {
-  nn::NamedTensors s;
-  add_step_state(s);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    s.emplace_back("square_avg." + params_[i].first, square_avg_[i]);
-    if (opt_.momentum > 0) s.emplace_back("momentum_buffer." + params_[i].first, buf_[i]);
-    if (opt_.centered) s.emplace_back("grad_avg." + params_[i].first, grad_avg_[i]);
-  }
-  return s;
+std::vector<std::pair<const char*, const std::vector<Tensor>*>> RMSprop::buffers() const {
+  return {{"square_avg", &square_avg_}, {"momentum_buffer", &buf_}, {"grad_avg", &grad_avg_}};
 }
 
-Adagrad::Adagrad(nn::ParameterList params, AdagradOptions opt) : Optimizer(std::move(params)), opt_(opt) {
-  lr_ = opt.lr;
-  for (auto& [name, p] : params_) {
-    check_defined(p, "Adagrad", name.c_str());
-    sum_.push_back(Tensor::full(p.shape(), opt.initial_accumulator_value, p.dtype()));
-  }
-}
+Adagrad::Adagrad(nn::ParameterList params, AdagradOptions opt)
+    : Optimizer(std::move(params), opt.lr, "Adagrad"), opt_(opt), sum_(param_buffers(opt.initial_accumulator_value)) {}
 
 void Adagrad::step() {
   ++t_;
@@ -288,12 +271,7 @@ void Adagrad::step() {
   }
 }
 
-nn::NamedTensors Adagrad::state() const {
-  nn::NamedTensors s;
-  add_step_state(s);
-  for (std::size_t i = 0; i < params_.size(); ++i) s.emplace_back("sum." + params_[i].first, sum_[i]);
-  return s;
-}
+std::vector<std::pair<const char*, const std::vector<Tensor>*>> Adagrad::buffers() const { return {{"sum", &sum_}}; }
 
 double grad_square_sum(const Tensor& g) {
   double sum = 0;

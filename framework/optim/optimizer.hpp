@@ -37,7 +37,8 @@ namespace headgrad::optim {
 
 class Optimizer {
 public:
-  explicit Optimizer(nn::ParameterList params) : params_(std::move(params)) {}
+  // name: the optimizer's, for the message refusing an undefined parameter
+  Optimizer(nn::ParameterList params, double lr, const char* name);
   virtual ~Optimizer() = default;
   virtual void step() = 0; // uses each parameter's grad; parameters without grad are skipped
   // step() reading every gradient times grad_scale (rounded to the gradient's dtype, the product
@@ -64,16 +65,19 @@ public:
   // plus "step" (int64, the step() calls) and, for each parameter whose own count differs from it,
   // "step.<name>" (int64). The buffers are the optimizer's own (not copies): a checkpoint is read
   // back into them and into set_steps (io::restore_optimizer_state, framework/io/restore.hpp).
-  virtual nn::NamedTensors state() const = 0;
+  virtual nn::NamedTensors state() const;
   // Sets the step() count and each parameter's own count (in params() order).
   virtual void set_steps(std::int64_t steps, const std::vector<std::int64_t>& param_steps);
   const nn::NamedTensors& params() const { return params_; }
 
 protected:
-  void add_step_state(nn::NamedTensors& state) const;
+  // The optimizer's buffers by PyTorch's state names ("exp_avg"), one tensor per parameter (an
+  // empty list: a buffer this configuration does not keep); state() names them per parameter.
+  virtual std::vector<std::pair<const char*, const std::vector<Tensor>*>> buffers() const { return {}; }
+  std::vector<Tensor> param_buffers(double fill = 0.0) const; // a tensor like each parameter, filled
 
   nn::NamedTensors params_;
-  double lr_ = 1e-3;
+  double lr_;
   double grad_scale_ = 1.0; // step_scaled's factor while its step() runs (1 otherwise)
   std::int64_t t_ = 0;
   std::vector<std::int64_t> param_steps_ = std::vector<std::int64_t>(params_.size(), 0);
@@ -91,8 +95,8 @@ class SGD : public Optimizer {
 public:
   SGD(nn::ParameterList params, SGDOptions opt);
   void step() override;
-  nn::NamedTensors state() const override;
 private:
+  std::vector<std::pair<const char*, const std::vector<Tensor>*>> buffers() const override;
   SGDOptions opt_;
   std::vector<Tensor> buf_; // momentum buffers, allocated on first step
 };
@@ -107,8 +111,8 @@ class Adam : public Optimizer {
 public:
   Adam(nn::ParameterList params, AdamOptions opt);
   void step() override;
-  nn::NamedTensors state() const override;
 private:
+  std::vector<std::pair<const char*, const std::vector<Tensor>*>> buffers() const override;
   AdamOptions opt_;
   std::vector<Tensor> m_, v_, vmax_; // vmax_: amsgrad only
 };
@@ -123,8 +127,9 @@ class RMSprop : public Optimizer {
 public:
   RMSprop(nn::ParameterList params, RMSpropOptions opt);
   void step() override;
-  nn::NamedTensors state() const override; // square_avg, momentum_buffer (momentum > 0), grad_avg (centered)
 private:
+  // square_avg, momentum_buffer (momentum > 0), grad_avg (centered)
+  std::vector<std::pair<const char*, const std::vector<Tensor>*>> buffers() const override;
   RMSpropOptions opt_;
   std::vector<Tensor> square_avg_, buf_, grad_avg_;
 };
@@ -138,8 +143,8 @@ class Adagrad : public Optimizer {
 public:
   Adagrad(nn::ParameterList params, AdagradOptions opt);
   void step() override;
-  nn::NamedTensors state() const override; // sum
 private:
+  std::vector<std::pair<const char*, const std::vector<Tensor>*>> buffers() const override; // sum
   AdagradOptions opt_;
   std::vector<Tensor> sum_;
 };

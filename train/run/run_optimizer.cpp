@@ -16,9 +16,7 @@ class GroupedOptimizer : public optim::Optimizer {
 public:
   GroupedOptimizer(nn::NamedTensors all, std::unique_ptr<optim::Optimizer> decayed,
                    std::unique_ptr<optim::Optimizer> plain)
-      : Optimizer(std::move(all)), decayed_(std::move(decayed)), plain_(std::move(plain)) {
-    lr_ = decayed_->lr();
-  }
+      : Optimizer(std::move(all), decayed->lr(), "optimizer"), decayed_(std::move(decayed)), plain_(std::move(plain)) {}
   void step() override {
     for (auto* g : {decayed_.get(), plain_.get()}) {
       g->set_lr(lr_);
