@@ -9,6 +9,7 @@
 #include "framework/ops/ops.hpp"
 #include "framework/optim/optimizer.hpp"
 #include "test_support.hpp"
+#include "tests/dropout_regression_net.hpp"
 #include "train/fit/trainer.hpp"
 
 using namespace headgrad;
@@ -19,16 +20,8 @@ using test_support::error_of;
 namespace {
 
 // A small regression net with dropout: its masks are part of what a checkpoint must keep.
-struct Net : nn::Module {
-  Net() {
-    Generator g(11);
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 16, true, g));
-    drop = register_module("drop", std::make_shared<nn::Dropout>(0.2));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 1, true, g));
-  }
-  Tensor forward(const Tensor& x) { return fc2->forward(drop->forward(ops::relu(fc1->forward(x)))); }
-  std::shared_ptr<nn::Linear> fc1, fc2;
-  std::shared_ptr<nn::Dropout> drop;
+struct Net : test_models::DropoutRegressionNet {
+  Net() : DropoutRegressionNet(4, 16, 0.2, 11) {}
 };
 
 // y = the sum of x's four entries, 8 rows a batch; batch `nan_at` (if >= 0) holds a NaN; asking

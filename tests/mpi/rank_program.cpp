@@ -38,6 +38,7 @@
 #include "train/fit/trainer.hpp"
 #include "framework/engine/runtime/startup.hpp"
 #include "framework/engine/runtime/threads.hpp"
+#include "tests/dropout_regression_net.hpp"
 #include "tests/mpi/user_module.hpp"
 #include "train/parallel/rank_checks.hpp"
 #include "train/parallel/rank_shard.hpp"
@@ -174,16 +175,8 @@ int stall_mode() {
 } // namespace
 
 // A regression net of the test's own, trained by train::Trainer over the job's ranks.
-struct FitNet : nn::Module {
-  FitNet() {
-    Generator g(9);
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 24, true, g));
-    drop = register_module("drop", std::make_shared<nn::Dropout>(0.1));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(24, 1, true, g));
-  }
-  Tensor forward(const Tensor& x) { return fc2->forward(drop->forward(ops::relu(fc1->forward(x)))); }
-  std::shared_ptr<nn::Linear> fc1, fc2;
-  std::shared_ptr<nn::Dropout> drop;
+struct FitNet : test_models::DropoutRegressionNet {
+  FitNet() : DropoutRegressionNet(6, 24, 0.1, 9) {}
 };
 struct FitData {
   train::Batch batch(std::uint64_t i) const {

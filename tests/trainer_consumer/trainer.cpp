@@ -8,18 +8,13 @@
 
 #include <headgrad/headgrad.hpp>
 
+#include "../dropout_regression_net.hpp"
+
 using namespace headgrad;
 
-struct Net : nn::Module {
-  Net() {
-    Generator g(42);
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(8, 64, true, g));
-    drop = register_module("drop", std::make_shared<nn::Dropout>(0.1));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(64, 1, true, g));
-  }
-  Tensor forward(const Tensor& x) { return fc2->forward(drop->forward(ops::relu(fc1->forward(x)))); }
-  std::shared_ptr<nn::Linear> fc1, fc2;
-  std::shared_ptr<nn::Dropout> drop;
+// the same net the in-tree Trainer tests train: Linear, ReLU, Dropout, Linear
+struct Net : test_models::DropoutRegressionNet {
+  Net() : DropoutRegressionNet(8, 64, 0.1, 42) {}
 };
 
 // Batch i: 32 rows of x ~ N(0, 1), y = the sum of the squares of x (a function to fit).
