@@ -21,10 +21,12 @@
 #include "framework/engine/blas/bf16.hpp"
 #include "framework/engine/blas/bf16_cpu.hpp"
 #include "framework/engine/blas/onednn_matmul.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using blas::bf16;
 using blas::GemmInputs;
+using test_support::ScopedEnv;
 
 namespace {
 
@@ -123,12 +125,6 @@ struct Problem {
     blas::onednn_bf16_gemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
     return c;
   }
-};
-
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
 } // namespace
