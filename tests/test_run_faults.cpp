@@ -29,19 +29,11 @@
 
 using namespace headgrad;
 namespace fs = std::filesystem;
-using test_support::contains;
-using test_support::lines_of;
-using test_support::read_file;
-using test_support::refusal_line;
-using test_support::TempDir;
+using namespace test_support; // contains, read_file, refusal_line, TempDir, ...; tiny_run, cli, step_rows (fault_runs.hpp)
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-using test_support::cli;
-using test_support::step_rows;
-using test_support::tiny_run;
 
 // The run: 100 quick steps, then an evaluation of `eval_count` sequences that takes about a
 // minute (3,000,000 sequences) - unless stopped.
