@@ -5,20 +5,7 @@
 # OpenCL development files (its GPU runtime), which headgrad does not use: the header and the
 # library are all it needs. Used by the build and, installed next to headgradConfig.cmake, by
 # projects that link the static headgrad library.
-find_path(OneDNN_INCLUDE_DIR oneapi/dnnl/dnnl.h)
-find_library(OneDNN_LIBRARY dnnl)
-if(OneDNN_INCLUDE_DIR AND EXISTS "${OneDNN_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h")
-  file(STRINGS "${OneDNN_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h" _onednn_version
-       REGEX "^#define DNNL_VERSION_(MAJOR|MINOR|PATCH) ")
-  string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*PATCH ([0-9]+).*" "\\1.\\2.\\3" OneDNN_VERSION
-         "${_onednn_version}")
-  unset(_onednn_version)
-endif()
-include(FindPackageHandleStandardArgs)
-find_package_handle_standard_args(OneDNN REQUIRED_VARS OneDNN_LIBRARY OneDNN_INCLUDE_DIR VERSION_VAR OneDNN_VERSION)
-if(OneDNN_FOUND AND NOT TARGET OneDNN::dnnl)
-  add_library(OneDNN::dnnl UNKNOWN IMPORTED)
-  set_target_properties(OneDNN::dnnl PROPERTIES IMPORTED_LOCATION "${OneDNN_LIBRARY}"
-                                                 INTERFACE_INCLUDE_DIRECTORIES "${OneDNN_INCLUDE_DIR}")
-endif()
-mark_as_advanced(OneDNN_INCLUDE_DIR OneDNN_LIBRARY)
+include("${CMAKE_CURRENT_LIST_DIR}/HeadgradFindLibrary.cmake")
+headgrad_find_library(OneDNN TARGET OneDNN::dnnl HEADER oneapi/dnnl/dnnl.h LIBRARY dnnl
+                      VERSION_HEADER oneapi/dnnl/dnnl_version.h
+                      VERSION_MACROS DNNL_VERSION_MAJOR DNNL_VERSION_MINOR DNNL_VERSION_PATCH)

@@ -100,6 +100,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/headgradConfig.cmake
   ${CMAKE_CURRENT_LIST_DIR}/HeadgradDependencies.cmake
   ${CMAKE_CURRENT_LIST_DIR}/FindSLEEF.cmake
   ${CMAKE_CURRENT_LIST_DIR}/FindOneDNN.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/HeadgradFindLibrary.cmake
   DESTINATION ${HEADGRAD_INSTALL_CMAKEDIR})
 
 # pkg-config. The libraries are static, so everything they link is in Requires/Libs (not the

@@ -31,14 +31,9 @@
 
 using namespace headgrad;
 using test_support::randn;
+using test_support::ScopedEnv;
 
 namespace {
-
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 double rounded(float x) { return static_cast<double>(blas::to_float(blas::to_bf16(x))); }
 

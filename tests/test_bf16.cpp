@@ -17,9 +17,11 @@
 #include "framework/engine/blas/bf16.hpp"
 #include "framework/engine/blas/bf16_cpu.hpp"
 #include "framework/engine/runtime/cpu_isa.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using blas::bf16;
+using test_support::ScopedEnv;
 
 namespace {
 
@@ -194,12 +196,6 @@ std::string cpuinfo_flags() {
 }
 bool has_flag(const std::string& flags, const std::string& name) { return flags.find(" " + name + " ") != std::string::npos; }
 
-// Sets an environment variable for the life of the object.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 } // namespace
 
 TEST_CASE("bf16_cpu reads the same avx512_bf16 and amx_bf16 as the kernel's /proc/cpuinfo") {

@@ -25,11 +25,7 @@
 
 using namespace headgrad;
 namespace fs = std::filesystem;
-using test_support::contains;
-using test_support::lines_of;
-using test_support::read_file;
-using test_support::refusal_line;
-using test_support::TempDir; // named after this file
+using namespace test_support; // contains, lines_of, read_file, refusal_line, TempDir (named after this file)
 
 namespace {
 

@@ -28,6 +28,13 @@ explain::ExplainResult explained(const explain::ExplainOptions& o) {
   return r;
 }
 
+// explained(o), whose staged gradients must also equal those of one graph over the whole example.
+explain::ExplainResult explained_in_stages(const explain::ExplainOptions& o) {
+  const explain::ExplainResult r = explained(o);
+  CHECK(r.stages_match_full_graph);
+  return r;
+}
+
 } // namespace
 
 TEST_CASE("explain: the default example prints every stage with its shape") {
@@ -212,8 +219,7 @@ TEST_CASE("explain --svg: V and every gradient under its forward panel, one key 
 TEST_CASE("explain --bias: the bias gradients are printed and gradient-checked; fixtures have none") {
   explain::ExplainOptions o;
   o.bias = true;
-  const explain::ExplainResult r = explained(o);
-  CHECK(r.stages_match_full_graph);
+  const explain::ExplainResult r = explained_in_stages(o);
   for (const char* piece : {"d W_q.bias = column sums of dQ [4]", "d W_k.bias = column sums of dK [4]",
                             "d W_o.bias = column sums of dY [4]", "gradcheck W_k.bias"}) {
     INFO(piece);
@@ -289,11 +295,7 @@ double max_abs(const std::vector<double>& a, const std::vector<double>& b) {
 } // namespace
 
 TEST_CASE("explain --self-attention: one X, and dX printed as its three terms and their sum") {
-  explain::ExplainOptions o;
-  o.self_attention = true;
-  o.precision = 12;
-  const explain::ExplainResult r = explained(o);
-  CHECK(r.stages_match_full_graph);
+  const explain::ExplainResult r = explained_in_stages({.precision = 12, .self_attention = true});
   const std::string& t = r.text;
   CHECK(test_support::contains(t, "X [1, 4, 4]  (B, T, num_hiddens): queries, keys and values at once"));
   CHECK(test_support::contains(t, "Q = W_q(X) [1, 4, 4]"));
@@ -342,8 +344,7 @@ TEST_CASE("explain --loss cross-entropy: dY = (softmax(Y) - onehot) * mask / N, 
   o.loss = "cross-entropy";
   o.queries = 4; // valid length 3: position 3 does not count
   o.precision = 12;
-  const explain::ExplainResult r = explained(o);
-  CHECK(r.stages_match_full_graph);
+  const explain::ExplainResult r = explained_in_stages(o);
   const std::string& t = r.text;
   CHECK(test_support::contains(t, "N = 3 counted positions"));
   const auto p = printed_values(t, "softmax(Y)"), dy = printed_values(t, "dY = (softmax(Y) - onehot(targets))");
@@ -370,8 +371,7 @@ TEST_CASE("explain --dropout: the mask, the 1/(1-p) scale, and dP = dA * m / (1 
   explain::ExplainOptions o;
   o.dropout = 0.25;
   o.precision = 12;
-  const explain::ExplainResult r = explained(o); // a fixed mask: a loss the gradient check can difference
-  CHECK(r.stages_match_full_graph);
+  const explain::ExplainResult r = explained_in_stages(o); // a fixed mask: a loss the gradient check can difference
   const std::string& t = r.text;
   CHECK(test_support::contains(t, "1/(1 - p) = 1.333333333333"));
   CHECK(test_support::contains(t, "one backward through d2l's ops with the same dropout mask"));
@@ -517,8 +517,7 @@ W_q.weight [4, 4] = 1 0 0 0  0 1 0 0  0 0 1 0  0 0 0 1
   explain::ExplainOptions o;
   o.input = ones;
   o.summary = true;
-  const explain::ExplainResult r = explained(o);
-  CHECK(r.stages_match_full_graph);
+  const explain::ExplainResult r = explained_in_stages(o);
   for (const char* line :
        {"valid_lens = [1, 3]", "dS = P * (dP - rowsum(dP * P)) [4, 1, 3]: all 0",
         "dQ = transpose_output(dQh) (transpose_qkv backward) [2, 1, 4]: all 0",
@@ -601,11 +600,7 @@ TEST_CASE("explain: every row of dS sums to 0, and the line says so") {
 }
 
 TEST_CASE("explain --layer-norm: every step of two rows; the closed form equals autograd's and the fused op's") {
-  explain::ExplainOptions o;
-  o.layer_norm = true;
-  o.precision = 6;
-  const explain::ExplainResult r = explained(o);
-  CHECK(r.stages_match_full_graph);
+  const explain::ExplainResult r = explained_in_stages({.precision = 6, .layer_norm = true});
   for (const char* piece : {"mu = mean(x) [2, 1]", "var = mean(xc * xc) [2, 1]", "rstd = 1 / sqrt(var + eps) [2, 1]",
                             "g = dy * gamma [2, 4]", "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) [2, 4]",
                             // row 0, x = [1, 3, 5, 7], dy = [1, 0, 0, 0]: (1/sqrt(5)) [0.3, -0.4, -0.1, 0.2]

@@ -21,10 +21,12 @@
 #include "framework/engine/blas/bf16.hpp"
 #include "framework/engine/blas/bf16_cpu.hpp"
 #include "framework/engine/blas/onednn_matmul.hpp"
+#include "tests/test_support.hpp"
 
 using namespace headgrad;
 using blas::bf16;
 using blas::GemmInputs;
+using test_support::ScopedEnv;
 
 namespace {
 
@@ -125,17 +127,10 @@ struct Problem {
   }
 };
 
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
-
-} // namespace
-
-TEST_CASE("onednn_sgemm: every transpose, sizes 1, 7 and 129, wide leading dimensions, alpha and beta") {
-  Generator gen(11);
-  int cases = 0;
+// Calls `check` on each of the 216 problems both gemm tests run, drawn from `gen` in this order:
+// every transpose, m, n and k in {1, 7, 129}, alpha 1 or 0.5 (by the sizes' parity), beta 0 and 1,
+// leading dimensions padded by (m + k) % 3.
+template <typename Check> void for_each_problem(Generator& gen, Check&& check) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (std::int64_t m : {1, 7, 129})
@@ -145,10 +140,20 @@ TEST_CASE("onednn_sgemm: every transpose, sizes 1, 7 and 129, wide leading dimen
             for (float beta : {0.0f, 1.0f}) {
               const Problem p(ta, tb, m, n, k, (m + k) % 3, alpha, beta, gen);
               INFO(p.str());
-              CHECK(p.compare(p.run_f32(), false) == 0);
-              ++cases;
+              check(p);
             }
           }
+}
+
+} // namespace
+
+TEST_CASE("onednn_sgemm: every transpose, sizes 1, 7 and 129, wide leading dimensions, alpha and beta") {
+  Generator gen(11);
+  int cases = 0;
+  for_each_problem(gen, [&](const Problem& p) {
+    CHECK(p.compare(p.run_f32(), false) == 0);
+    ++cases;
+  });
   CHECK(cases == 216);
 }
 
@@ -162,24 +167,15 @@ TEST_CASE("onednn_bf16_gemm: the same cases against the loop over the bf16-round
   }
   Generator gen(12);
   int far_from_unrounded = 0;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (std::int64_t m : {1, 7, 129})
-        for (std::int64_t n : {1, 7, 129})
-          for (std::int64_t k : {1, 7, 129}) {
-            const float alpha = (m + n + k) % 2 ? 1.0f : 0.5f;
-            for (float beta : {0.0f, 1.0f}) {
-              const Problem p(ta, tb, m, n, k, (m + k) % 3, alpha, beta, gen);
-              INFO(p.str());
-              const std::vector<float> c = p.run_bf16();
-              CHECK(p.compare(c, true) == 0);
-              // negative control: the float32 tolerance around the unrounded inputs' product does
-              // not hold (the inputs really were rounded)
-              if (k == 129 && m > 1 && n > 1 && p.compare(c, false, false) > 0) ++far_from_unrounded;
-              // float inputs rounded by the call: the same product
-              CHECK(p.compare(p.run_bf16_from_f32(), true) == 0);
-            }
-          }
+  for_each_problem(gen, [&](const Problem& p) {
+    const std::vector<float> c = p.run_bf16();
+    CHECK(p.compare(c, true) == 0);
+    // negative control: the float32 tolerance around the unrounded inputs' product does not hold
+    // (the inputs really were rounded)
+    if (p.k == 129 && p.m > 1 && p.n > 1 && p.compare(c, false, false) > 0) ++far_from_unrounded;
+    // float inputs rounded by the call: the same product
+    CHECK(p.compare(p.run_bf16_from_f32(), true) == 0);
+  });
   CHECK(far_from_unrounded == 32); // every case of k = 129 with at least 7 x 7 outputs
 }
 

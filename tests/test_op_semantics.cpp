@@ -14,14 +14,7 @@
 #include "tests/test_support.hpp"
 
 using namespace headgrad;
-using test_support::check_close;
-using test_support::check_same;
-using test_support::contains;
-using test_support::error_of;
-using test_support::kInf;
-using test_support::kNaN;
-using test_support::leaf;
-using test_support::randn;
+using namespace test_support; // check_close, check_same, contains, error_of, kInf, kNaN, leaf, randn
 
 namespace {
 

@@ -29,19 +29,11 @@
 
 using namespace headgrad;
 namespace fs = std::filesystem;
-using test_support::contains;
-using test_support::lines_of;
-using test_support::read_file;
-using test_support::refusal_line;
-using test_support::TempDir;
+using namespace test_support; // contains, read_file, refusal_line, TempDir, ...; tiny_run, cli, step_rows (fault_runs.hpp)
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-using test_support::cli;
-using test_support::step_rows;
-using test_support::tiny_run;
 
 // The issue's run: 100 quick steps, then an evaluation of `eval_count` sequences that takes about a
 // minute (3,000,000 sequences) - unless stopped.
@@ -88,57 +80,65 @@ std::pair<int, double> exit_within(pid_t pid, double timeout_s) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), seconds};
 }
 
+// Starts long_eval_run(out, more) in `dir` (stdout to t.out, stderr to t.err), waits until it
+// evaluates after step `step` and sends it SIGTERM. Returns the child.
+pid_t terminated_while_evaluating(const TempDir& dir, const std::string& out, const std::vector<std::string>& more,
+                                  std::int64_t step) {
+  const pid_t pid = test_support::spawn(long_eval_run(out, more), dir / "t.out", dir / "t.err", dir.path.string());
+  wait_until_evaluating(out, dir / "t.out", step);
+  REQUIRE(kill(pid, SIGTERM) == 0);
+  return pid;
+}
+
+// One SIGTERM while the run in `dir`/run evaluates after step `step` (`when` says which evaluation):
+// what every such stop must do - exit 143 within 2 s, its checkpoint at `step` and `step` rows in
+// metrics.csv - then the case's own checks of metrics.csv and stdout, with stdout and stderr shown
+// when any check fails.
+void check_sigterm_during_evaluation(const TempDir& dir, const std::vector<std::string>& more, std::int64_t step,
+                                     const std::string& when,
+                                     const std::function<void(const std::string& csv, const std::string& printed)>& also) {
+  const std::string out = dir / "run";
+  const auto [rc, seconds] = exit_within(terminated_while_evaluating(dir, out, more, step), 20);
+  MESSAGE(fmt::format("SIGTERM during {}: exit {} after {:.3f} s", when, rc, seconds));
+  INFO("stdout: ", read_file(dir / "t.out"), "\nstderr: ", read_file(dir / "t.err"));
+  CHECK(rc == 143);
+  CHECK(seconds < 2.0);
+  REQUIRE(fs::exists(out + "/model.safetensors"));
+  CHECK(train::load_model_checkpoint(out + "/model.safetensors").step == step);
+  const std::string csv = read_file(out + "/metrics.csv");
+  CHECK(step_rows(csv).size() == static_cast<std::size_t>(step));
+  also(csv, read_file(dir / "t.out"));
+}
+
 } // namespace
 
 // ---- item 1: a stop signal during an evaluation --------------------------------------------------
 
 TEST_CASE("SIGTERM during the final evaluation: the run saves its last step and exits 143 within a second") {
   TempDir dir;
-  const std::string out = dir / "run";
-  const pid_t pid = test_support::spawn(long_eval_run(out), dir / "t.out", dir / "t.err", dir.path.string());
-  wait_until_evaluating(out, dir / "t.out");
-  REQUIRE(kill(pid, SIGTERM) == 0);
-  const auto [rc, seconds] = exit_within(pid, 20);
-  MESSAGE(fmt::format("SIGTERM during the final evaluation: exit {} after {:.3f} s", rc, seconds));
-  INFO("stdout: ", read_file(dir / "t.out"), "\nstderr: ", read_file(dir / "t.err"));
-  CHECK(rc == 143);
-  CHECK(seconds < 2.0);
-  REQUIRE(fs::exists(out + "/model.safetensors"));
-  CHECK(train::load_model_checkpoint(out + "/model.safetensors").step == 100);
-  CHECK(step_rows(read_file(out + "/metrics.csv")).size() == 100);
-  CHECK(contains(read_file(dir / "t.out"), "(interrupted)"));
+  check_sigterm_during_evaluation(dir, {}, 100, "the final evaluation",
+                                  [](const std::string&, const std::string& printed) {
+                                    CHECK(contains(printed, "(interrupted)"));
+                                  });
 }
 
 TEST_CASE("SIGTERM during an evaluation in the loop: the step it follows is saved, exit 143 within a second") {
   TempDir dir;
-  const std::string out = dir / "run";
   // evaluations at steps 50 and 100: the signal comes in the first one
-  const pid_t pid = test_support::spawn(long_eval_run(out, {"--eval-every", "50"}), dir / "t.out", dir / "t.err",
-                                        dir.path.string());
-  wait_until_evaluating(out, dir / "t.out", 50);
-  REQUIRE(kill(pid, SIGTERM) == 0);
-  const auto [rc, seconds] = exit_within(pid, 20);
-  MESSAGE(fmt::format("SIGTERM during the evaluation at step 50: exit {} after {:.3f} s", rc, seconds));
-  INFO("stdout: ", read_file(dir / "t.out"), "\nstderr: ", read_file(dir / "t.err"));
-  CHECK(rc == 143);
-  CHECK(seconds < 2.0);
-  REQUIRE(fs::exists(out + "/model.safetensors"));
-  CHECK(train::load_model_checkpoint(out + "/model.safetensors").step == 50);
-  const std::string csv = read_file(out + "/metrics.csv");
-  CHECK(step_rows(csv).size() == 50);
-  CHECK_FALSE(contains(csv, "\n50,,,,")); // the unfinished evaluation is not logged as one
-  CHECK(contains(read_file(dir / "t.out"), "interrupted at step 50:"));
+  check_sigterm_during_evaluation(dir, {"--eval-every", "50"}, 50, "the evaluation at step 50",
+                                  [](const std::string& csv, const std::string& printed) {
+                                    // the unfinished evaluation is not logged as one
+                                    CHECK_FALSE(contains(csv, "\n50,,,,"));
+                                    CHECK(contains(printed, "interrupted at step 50:"));
+                                  });
 }
 
 TEST_CASE("a second SIGTERM during the evaluation or the save does not lose the checkpoint the first one saves") {
   TempDir dir;
   const std::string out = dir / "run";
   // a model of a few MB, so that the save takes a moment
-  const pid_t pid = test_support::spawn(long_eval_run(out, {"--d-model", "128", "--ffn", "512", "--layers", "2",
-                                                            "--eval-count", "300000"}),
-                                        dir / "t.out", dir / "t.err", dir.path.string());
-  wait_until_evaluating(out, dir / "t.out");
-  REQUIRE(kill(pid, SIGTERM) == 0);
+  const pid_t pid = terminated_while_evaluating(
+      dir, out, {"--d-model", "128", "--ffn", "512", "--layers", "2", "--eval-count", "300000"}, 100);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   kill(pid, SIGTERM); // as a scheduler that sends TERM twice (it may have exited already)
   const auto [rc, seconds] = exit_within(pid, 20);
@@ -231,12 +231,13 @@ TEST_CASE("integer flags beyond their type or bound are refused in one line: --t
 
 namespace {
 
-// A checkpoint of a tiny 3-step run in dir/`name`, its config changed by `change` and saved again
-// with the checkpoint writer (so that every checksum it writes is right).
-std::string rewritten_checkpoint(const TempDir& dir, const std::string& name,
-                                 const std::function<void(train::RunConfig&)>& change,
-                                 bool model_file = true, bool optimizer_file = true) {
-  const std::string out = dir / name, model = out + "/model.safetensors";
+// A tiny 3-step run into `out`, its checkpoint loaded, altered by `change` (its weights, its
+// config) and saved again to the model file `to` (the optimizer file beside it) with the checkpoint
+// writer, so that every checksum it writes is right. The optimizer state and the metadata entries
+// that are not the run's own are carried over.
+void resaved_tiny_run(const TempDir& dir, const std::string& out, const std::string& to,
+                      const std::function<void(train::LoadedRun&)>& change) {
+  const std::string model = out + "/model.safetensors";
   REQUIRE(cli(tiny_run(out, 3), dir).rc == 0);
   train::LoadedRun run = train::load_model_checkpoint(model);
   auto opt = train::make_optimizer(run.config, run.model->named_parameters());
@@ -244,11 +245,19 @@ std::string rewritten_checkpoint(const TempDir& dir, const std::string& name,
   std::map<std::string, std::string> extras;
   for (const auto& [k, v] : run.metadata)
     if (!train::run_metadata(run.config, run.step).count(k) && k != "header_crc32c") extras[k] = v;
-  train::RunConfig cfg = run.config;
-  change(cfg);
+  change(run);
+  train::save_checkpoint(to, *run.model, opt.get(), run.config, run.step, {extras, state});
+}
+
+// A checkpoint of a tiny 3-step run in dir/`name`, its config changed by `change` and saved again
+// (resaved_tiny_run) over the model file, the optimizer file or both.
+std::string rewritten_checkpoint(const TempDir& dir, const std::string& name,
+                                 const std::function<void(train::RunConfig&)>& change,
+                                 bool model_file = true, bool optimizer_file = true) {
+  const std::string out = dir / name, model = out + "/model.safetensors";
   const std::string scratch = dir / (name + "_scratch");
   fs::create_directories(scratch);
-  train::save_checkpoint(scratch + "/model.safetensors", *run.model, opt.get(), cfg, run.step, {extras, state});
+  resaved_tiny_run(dir, out, scratch + "/model.safetensors", [&](train::LoadedRun& run) { change(run.config); });
   if (model_file) fs::copy_file(scratch + "/model.safetensors", model, fs::copy_options::overwrite_existing);
   if (optimizer_file)
     fs::copy_file(scratch + "/optimizer.safetensors", out + "/optimizer.safetensors", fs::copy_options::overwrite_existing);
@@ -326,16 +335,10 @@ TEST_CASE("a checkpoint with a NaN or Inf weight is refused by eval, resume and 
   for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     CAPTURE(bad);
     const std::string out = dir / (std::isnan(bad) ? "nan" : "inf"), model = out + "/model.safetensors";
-    REQUIRE(cli(tiny_run(out, 3), dir).rc == 0);
-    train::LoadedRun run = train::load_model_checkpoint(model);
-    auto opt = train::make_optimizer(run.config, run.model->named_parameters());
-    const NamedTensors state = train::load_optimizer_state(model, run.step, *opt);
-    std::map<std::string, std::string> extras;
-    for (const auto& [k, v] : run.metadata)
-      if (!train::run_metadata(run.config, run.step).count(k) && k != "header_crc32c") extras[k] = v;
-    for (auto& [name, p] : run.model->named_parameters())
-      if (name == "dense.weight") p.data<float>()[5] = static_cast<float>(bad);
-    train::save_checkpoint(model, *run.model, opt.get(), run.config, run.step, {extras, state});
+    resaved_tiny_run(dir, out, model, [&](train::LoadedRun& run) {
+      for (auto& [name, p] : run.model->named_parameters())
+        if (name == "dense.weight") p.data<float>()[5] = static_cast<float>(bad);
+    });
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"eval", "--checkpoint", model}, resume(model, 6), {"sample", "--checkpoint", model, "--tokens", "3"}}) {
       CAPTURE(args[0]);

@@ -287,39 +287,44 @@ TEST_CASE("safetensors: refuses malformed tensor entries") {
                 "tensor \"t\": \"dtype\" must be a string, got number 4");
   CHECK_REFUSED(one(R"({"dtype":null,"shape":[2],"data_offsets":[0,8]})"), "\"dtype\" must be a string, got null");
 
-  SUBCASE("dtypes") {
-    CHECK_REFUSED(one(entry("F33", "[2]", 0, 8)), "tensor \"t\": unknown dtype \"F33\"");
-    CHECK_REFUSED(one(entry("f32", "[2]", 0, 8)), "tensor \"t\": unknown dtype \"f32\"");
-    CHECK_REFUSED(one(entry("float32", "[2]", 0, 8)), "unknown dtype \"float32\"");
-    CHECK_REFUSED(one(entry("F16", "[4]", 0, 8)),
-                  "tensor \"t\": dtype \"F16\" is not supported (headgrad reads F32, F64, I64 and BOOL)");
-    CHECK_REFUSED(one(entry("BF16", "[4]", 0, 8)), "dtype \"BF16\" is not supported");
-    CHECK_REFUSED(one(entry("I32", "[2]", 0, 8)), "dtype \"I32\" is not supported");
-  }
-  SUBCASE("shapes") {
-    CHECK_REFUSED(one(entry("F32", "\"2\"", 0, 8)), "tensor \"t\": \"shape\" must be an array, got string \"2\"");
-    CHECK_REFUSED(one(entry("F32", "{}", 0, 8)), "\"shape\" must be an array, got object");
-    CHECK_REFUSED(one(entry("F32", "[-2]", 0, 8)),
-                  "tensor \"t\": shape entry 0 must be a non-negative integer, got -2");
-    CHECK_REFUSED(one(entry("F32", "[1,-1]", 0, 8)), "shape entry 1 must be a non-negative integer, got -1");
-    CHECK_REFUSED(one(entry("F32", "[1.5]", 0, 8)), "shape entry 0 must be a non-negative integer, got 1.5");
-    CHECK_REFUSED(one(entry("F32", "[2.0]", 0, 8)), "shape entry 0 must be a non-negative integer, got 2.0");
-    CHECK_REFUSED(one(entry("F32", "[2e0]", 0, 8)), "shape entry 0 must be a non-negative integer");
-    CHECK_REFUSED(one(entry("F32", "[\"2\"]", 0, 8)), "shape entry 0 must be a non-negative integer, got \"2\"");
-    CHECK_REFUSED(one(entry("F32", "[true]", 0, 8)), "shape entry 0 must be a non-negative integer, got true");
-    CHECK_REFUSED(one(entry("F32", "[[2]]", 0, 8)), "shape entry 0 must be a non-negative integer, got [2]");
-    CHECK_REFUSED(one(entry("F32", "[18446744073709551616]", 0, 8)), "shape entry 0 must be a non-negative integer");
-    CHECK_REFUSED(one(entry("F32", "[1,1,1,1,1,1,1,1,2]", 0, 8)),
-                  "tensor \"t\": shape has 9 dimensions; headgrad supports at most 8");
-    CHECK_REFUSED(one(entry("F32", "[18446744073709551615]", 0, 8)),
-                  "is too large (its element count overflows 64 bits)");
-    CHECK_REFUSED(one(entry("F32", "[4611686018427387904,4]", 0, 8)),
-                  "tensor \"t\": shape [4611686018427387904,4] is too large");
-    // Zero elements, but Dims would overflow computing it: refused as well.
-    CHECK_REFUSED(one(entry("F32", "[4611686018427387904,4,0]", 0, 8)), "is too large");
-    // numel fits, bytes do not: 2^62 float64 elements = 2^65 bytes.
-    CHECK_REFUSED(one(entry("F64", "[4611686018427387904]", 0, 8)),
-                  "shape [4611686018427387904] of F64 needs more than 2^64 bytes, but data_offsets [0, 8] span 8");
+  SUBCASE("dtypes and shapes") {
+    // An entry of this dtype and shape over data_offsets [0, 8], and what its refusal says.
+    struct Refused {
+      const char* dtype;
+      const char* shape;
+      const char* message;
+    };
+    for (const Refused& r : {
+             Refused{"F33", "[2]", "tensor \"t\": unknown dtype \"F33\""},
+             {"f32", "[2]", "tensor \"t\": unknown dtype \"f32\""},
+             {"float32", "[2]", "unknown dtype \"float32\""},
+             {"F16", "[4]", "tensor \"t\": dtype \"F16\" is not supported (headgrad reads F32, F64, I64 and BOOL)"},
+             {"BF16", "[4]", "dtype \"BF16\" is not supported"},
+             {"I32", "[2]", "dtype \"I32\" is not supported"},
+             {"F32", "\"2\"", "tensor \"t\": \"shape\" must be an array, got string \"2\""},
+             {"F32", "{}", "\"shape\" must be an array, got object"},
+             {"F32", "[-2]", "tensor \"t\": shape entry 0 must be a non-negative integer, got -2"},
+             {"F32", "[1,-1]", "shape entry 1 must be a non-negative integer, got -1"},
+             {"F32", "[1.5]", "shape entry 0 must be a non-negative integer, got 1.5"},
+             {"F32", "[2.0]", "shape entry 0 must be a non-negative integer, got 2.0"},
+             {"F32", "[2e0]", "shape entry 0 must be a non-negative integer"},
+             {"F32", "[\"2\"]", "shape entry 0 must be a non-negative integer, got \"2\""},
+             {"F32", "[true]", "shape entry 0 must be a non-negative integer, got true"},
+             {"F32", "[[2]]", "shape entry 0 must be a non-negative integer, got [2]"},
+             {"F32", "[18446744073709551616]", "shape entry 0 must be a non-negative integer"},
+             {"F32", "[1,1,1,1,1,1,1,1,2]", "tensor \"t\": shape has 9 dimensions; headgrad supports at most 8"},
+             {"F32", "[18446744073709551615]", "is too large (its element count overflows 64 bits)"},
+             {"F32", "[4611686018427387904,4]", "tensor \"t\": shape [4611686018427387904,4] is too large"},
+             // Zero elements, but Dims would overflow computing it: refused as well.
+             {"F32", "[4611686018427387904,4,0]", "is too large"},
+             // numel fits, bytes do not: 2^62 float64 elements = 2^65 bytes.
+             {"F64", "[4611686018427387904]",
+              "shape [4611686018427387904] of F64 needs more than 2^64 bytes, but data_offsets [0, 8] span 8"},
+         }) {
+      CAPTURE(r.dtype);
+      CAPTURE(r.shape);
+      CHECK_REFUSED(one(entry(r.dtype, r.shape, 0, 8)), r.message);
+    }
   }
   SUBCASE("data_offsets") {
     CHECK_REFUSED(one(R"({"dtype":"F32","shape":[2],"data_offsets":"0-8"})"),

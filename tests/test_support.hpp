@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <chrono>
@@ -182,6 +183,14 @@ struct TempDir {
       if (contains(e.path().filename().string(), ".tmp.")) out.push_back(e.path().string());
     return out;
   }
+};
+
+// Sets an environment variable in this process for the life of the object (then unsets it): a
+// switch such as HEADGRAD_BF16_ASSUME_MISSING that the code under test reads when called.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
 // ---- running a program (the headgrad binary, HEADGRAD_CLI) --------------------------------------

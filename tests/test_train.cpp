@@ -32,11 +32,7 @@
 using namespace headgrad;
 using namespace headgrad::train;
 namespace fs = std::filesystem;
-using test_support::contains;
-using test_support::count_of;
-using test_support::lines_of;
-using test_support::read_file;
-using test_support::TempDir; // named after this file
+using namespace test_support; // contains, count_of, lines_of, read_file, TempDir (named after this file)
 
 namespace {
 

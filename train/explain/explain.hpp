@@ -12,6 +12,8 @@
 
 namespace headgrad::cli::explain {
 
+// Every member has an initialiser (the strings' {} too), so that designated initialisers may
+// name only the options they set, {.layer_norm = true}, with -Wmissing-field-initializers on.
 struct ExplainOptions {
   std::int64_t batch = 1, queries = 3, keys = 4, hidden = 4, heads = 2, valid_len = 3;
   std::uint64_t seed = 0;
@@ -22,17 +24,17 @@ struct ExplainOptions {
   std::string loss = "r";      // "r": L = sum(Y * R); "cross-entropy": Y are logits, random targets
   double dropout = 0;          // p of a fixed dropout mask on the attention weights
   bool fused = false;          // also the fused kernel's backward per head: dP, D, dS, and ops::attention
-  std::string svg;    // write the head split, per-head weights and gradients here when not empty
+  std::string svg{};  // write the head split, per-head weights and gradients here when not empty
   bool shared_scale = false;   // --svg: one colour scale for every signed panel (else each its own)
-  std::string graph;  // write the autograd graph here (DOT, and SVG when Graphviz is installed)
+  std::string graph{}; // write the autograd graph here (DOT, and SVG when Graphviz is installed)
   // Take inputs, weights, valid_lens and the upstream gradient from a safetensors file laid out
   // like tests/reference/fixtures/mha_d2l.safetensors (PyTorch's numbers) instead of random ones;
   // sizes come from the tensors, num_heads from its metadata.
-  std::string fixture;
+  std::string fixture{};
   // Take queries, keys, values, valid_lens, num_heads (and any weights and upstream gradient it
   // gives) from a small text file of your own (train/explain/input_file.hpp); the rest is random
   // from --seed.
-  std::string input;
+  std::string input{};
   // Instead of attention: layer norm of one row, derived step by step (train/explain/layer_norm.hpp).
   bool layer_norm = false;
   // One line per tensor (its shape, and whether it is all 0 or its largest |entry|) instead of its values.
