@@ -61,6 +61,7 @@
 #include "data/tasks.hpp"         // copy / reverse / sort batches and accuracy
 #include "data/text.hpp"          // a text corpus: tokenizers, split, random windows
 #include "data/token_files.hpp"   // nanoGPT's train.bin / val.bin, memory-mapped: a data source
+#include "data/windows.hpp"       // (input, target) windows cut from a token stream (get_batch), for any source
 
 // ---- generation: drawing tokens (the `headgrad sample` command's) ------------------------------
 #include "train/sample/sampling.hpp"  // multinomial, sample_logits (int64 draws, no gradient)

@@ -14,6 +14,7 @@
 
 #include "framework/io/regular_file.hpp"
 #include "framework/core/random.hpp"
+#include "data/windows.hpp"
 
 namespace headgrad::data {
 namespace {
@@ -304,31 +305,10 @@ TextCorpus corpus_of(const ByteSource& src, TokenizerKind kind, std::int64_t con
   return c;
 }
 
-// Window offsets: `count` uniform draws from [0, span - context) where span tokens are available
-// (so that the window and its one-token-later target fit).
-std::vector<std::int64_t> offsets(Generator& gen, std::int64_t first, std::int64_t span, std::int64_t context,
-                                  std::int64_t count) {
-  std::vector<std::int64_t> out(static_cast<std::size_t>(count));
-  const auto choices = static_cast<std::uint64_t>(span - context);
-  for (auto& o : out) o = first + static_cast<std::int64_t>(gen.below(choices));
-  return out;
-}
-
+// The batch of windows at `starts` of the corpus's token stream.
 Batch windows(const TextCorpus& corpus, std::int64_t context, const std::vector<std::int64_t>& starts) {
-  const auto B = static_cast<std::int64_t>(starts.size()), T = context;
-  Batch b;
-  b.tokens = new_tensor({B, T}, DType::i64);
-  b.targets = new_tensor({B, T}, DType::i64);
-  b.valid_lens = Tensor::full({B}, static_cast<double>(T), DType::i64);
-  b.valid_tokens = B * T;
-  std::int64_t* x = b.tokens.data<std::int64_t>();
-  std::int64_t* y = b.targets.data<std::int64_t>();
-  for (std::int64_t r = 0; r < B; ++r) {
-    const std::int64_t o = starts[static_cast<std::size_t>(r)];
-    corpus.tokens.copy_to(o, T, x + r * T);     // x = data[o : o + T]
-    corpus.tokens.copy_to(o + 1, T, y + r * T); // y = data[o + 1 : o + T + 1]
-  }
-  return b;
+  return window_batch(starts, context,
+                      [&](std::int64_t o, std::int64_t* out) { corpus.tokens.copy_to(o, context + 1, out); });
 }
 
 void check_context(const TextCorpus& corpus, std::int64_t context, const char* op) {
@@ -533,7 +513,7 @@ std::vector<std::int64_t> text_batch_offsets(const TextCorpus& corpus, std::int6
   if (batch_size < 1)
     throw std::invalid_argument(fmt::format("make_text_batch: batch_size must be at least 1, got {}", batch_size));
   Generator gen(mix_seed(seed, index));
-  return offsets(gen, 0, corpus.train_tokens, context, batch_size);
+  return window_offsets(gen, 0, corpus.train_tokens, context, batch_size);
 }
 
 Batch make_text_batch(const TextCorpus& corpus, std::int64_t context, std::uint64_t seed, std::uint64_t index,
@@ -545,7 +525,7 @@ std::vector<std::int64_t> text_eval_offsets(const TextCorpus& corpus, std::int64
   check_context(corpus, context, "make_text_eval_set");
   if (count < 1) throw std::invalid_argument(fmt::format("make_text_eval_set: count must be at least 1, got {}", count));
   Generator gen(kEvalSeed);
-  return offsets(gen, corpus.train_tokens, corpus.validation_tokens(), context, count);
+  return window_offsets(gen, corpus.train_tokens, corpus.validation_tokens(), context, count);
 }
 
 Batch make_text_eval_set(const TextCorpus& corpus, std::int64_t context, std::int64_t count) {
@@ -564,7 +544,7 @@ Batch TextEvalReader::next(std::int64_t rows) {
   const std::int64_t n = std::min(rows, left_);
   left_ -= n;
   // the draws text_eval_offsets makes, continued
-  return windows(corpus_, context_, offsets(gen_, corpus_.train_tokens, corpus_.validation_tokens(), context_, n));
+  return windows(corpus_, context_, window_offsets(gen_, corpus_.train_tokens, corpus_.validation_tokens(), context_, n));
 }
 
 } // namespace headgrad::data

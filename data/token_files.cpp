@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "framework/core/random.hpp"
+#include "data/windows.hpp"
 
 namespace headgrad::data {
 namespace {
@@ -34,14 +35,6 @@ std::int64_t read_vocab_size(const std::string& path) {
   if (!std::regex_search(s, m, std::regex(R"("vocab_size"\s*:\s*([0-9]{1,9})\s*[,}])")))
     throw token_file_error(path, "has no \"vocab_size\": N");
   return std::stoll(m[1]);
-}
-
-// `count` window offsets drawn uniformly from [0, tokens - context): the window and its target,
-// one token further on, fit (make_text_batch's draws).
-std::vector<std::int64_t> token_offsets(Generator& gen, std::int64_t tokens, std::int64_t context, std::int64_t count) {
-  std::vector<std::int64_t> out(static_cast<std::size_t>(count));
-  for (auto& o : out) o = static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(tokens - context)));
-  return out;
 }
 
 } // namespace
@@ -90,32 +83,21 @@ TokenFiles::Mapped TokenFiles::map(const std::string& name) const {
 }
 
 Batch TokenFiles::windows(const Mapped& file, const std::vector<std::int64_t>& starts) const {
-  const auto B = static_cast<std::int64_t>(starts.size()), T = context_;
-  Batch b;
-  b.tokens = new_tensor({B, T}, DType::i64);
-  b.targets = new_tensor({B, T}, DType::i64);
-  b.valid_lens = Tensor::full({B}, static_cast<double>(T), DType::i64);
-  b.valid_tokens = B * T;
-  std::int64_t* x = b.tokens.data<std::int64_t>();
-  std::int64_t* y = b.targets.data<std::int64_t>();
-  for (std::int64_t r = 0; r < B; ++r) {
-    const std::int64_t o = starts[static_cast<std::size_t>(r)];
-    for (std::int64_t t = 0; t <= T; ++t) { // x = data[o : o + T], y = data[o + 1 : o + T + 1]
+  return window_batch(starts, context_, [&](std::int64_t o, std::int64_t* out) {
+    for (std::int64_t t = 0; t <= context_; ++t) {
       const std::int64_t token = file.data[o + t];
       if (token >= vocab_)
-        throw token_file_error(file.path, fmt::format("token {} at position {} is not below the vocabulary size {}", token, o + t,
-                                             vocab_));
-      if (t < T) x[r * T + t] = token;
-      if (t > 0) y[r * T + t - 1] = token;
+        throw token_file_error(file.path, fmt::format("token {} at position {} is not below the vocabulary size {}",
+                                                      token, o + t, vocab_));
+      out[t] = token;
     }
-  }
-  return b;
+  });
 }
 
 Batch TokenFiles::batch(std::uint64_t index, std::int64_t batch_size) const {
   if (batch_size < 1) throw std::invalid_argument(fmt::format("TokenFiles::batch: batch_size {} < 1", batch_size));
   Generator gen(mix_seed(seed_, index));
-  return windows(train_, token_offsets(gen, train_.tokens, context_, batch_size));
+  return windows(train_, window_offsets(gen, 0, train_.tokens, context_, batch_size));
 }
 
 std::function<Batch(std::int64_t)> TokenFiles::eval_reader(std::int64_t count) const {
@@ -126,7 +108,7 @@ std::function<Batch(std::int64_t)> TokenFiles::eval_reader(std::int64_t count) c
     const std::int64_t n = std::min(std::max<std::int64_t>(rows, 1), *left);
     if (n == 0) return Batch{};
     *left -= n;
-    return windows(val_, token_offsets(*gen, val_.tokens, context_, n));
+    return windows(val_, window_offsets(*gen, 0, val_.tokens, context_, n));
   };
 }
 

@@ -16,6 +16,16 @@ namespace {
 
 constexpr DType f64 = DType::f64;
 
+// The sizes that queries (B, Tq, q_size), keys (B, Tk, k_size) and values (B, Tk, v_size) show.
+void sizes_from_shapes(Example& e, const Dims& queries, const Dims& keys, const Dims& values) {
+  e.B = queries[0];
+  e.Tq = queries[1];
+  e.q_size = queries[2];
+  e.Tk = keys[1];
+  e.k_size = keys[2];
+  e.v_size = values[2];
+}
+
 // The sizes: from the options, from the fixture's tensors and its num_heads metadata, or from your
 // input file's tensors and settings.
 Example sizes_of(const ExplainOptions& o, const io::SafetensorsFile* fx, const InputFile* in) {
@@ -28,12 +38,7 @@ Example sizes_of(const ExplainOptions& o, const io::SafetensorsFile* fx, const I
   if (in) {
     const Dims qs = in->tensors.at("queries").shape(), ks = in->tensors.at("keys").shape(),
                vs = in->tensors.at("values").shape();
-    e.B = qs[0];
-    e.Tq = qs[1];
-    e.q_size = qs[2];
-    e.Tk = ks[1];
-    e.k_size = ks[2];
-    e.v_size = vs[2];
+    sizes_from_shapes(e, qs, ks, vs);
     e.h = in->num_hiddens;
     e.H = in->num_heads;
   }
@@ -41,12 +46,7 @@ Example sizes_of(const ExplainOptions& o, const io::SafetensorsFile* fx, const I
     const Dims qs = fx->at("queries").shape(), ks = fx->at("keys").shape(), vs = fx->at("values").shape();
     if (qs.size() != 3 || ks.size() != 3 || vs.size() != 3)
       throw std::invalid_argument(fmt::format("{}: queries/keys/values must be 3-D", o.fixture));
-    e.B = qs[0];
-    e.Tq = qs[1];
-    e.q_size = qs[2];
-    e.Tk = ks[1];
-    e.k_size = ks[2];
-    e.v_size = vs[2];
+    sizes_from_shapes(e, qs, ks, vs);
     e.h = fx->at("W_o.weight").shape()[0];
     auto it = fx->metadata.find("num_heads");
     if (it == fx->metadata.end()) throw std::invalid_argument(fmt::format("{}: metadata lacks num_heads", o.fixture));

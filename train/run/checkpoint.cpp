@@ -233,34 +233,16 @@ void check_same_metadata(const std::map<std::string, std::string>& optimizer_met
 
 NamedTensors load_optimizer_state(const std::string& model_path, std::int64_t model_step, optim::Optimizer& optimizer,
                                   const std::map<std::string, std::string>* model_metadata) {
-  const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
   auto step_of = [](const io::SafetensorsFile& f, const std::string& source) {
     check_header_checksum(f, source);
     std::int64_t s = 0;
     (void)run_config_from_metadata(f.metadata, source, s);
     return s;
   };
-  auto load = [&](const io::SafetensorsFile& f, const std::string& source) {
-    if (model_metadata) check_same_metadata(f.metadata, *model_metadata, source);
-    return load_state_of(f, source, optimizer);
-  };
-  std::error_code ec;
-  const bool have_cur = std::filesystem::exists(path, ec), have_prev = std::filesystem::exists(prev, ec);
-  std::int64_t cur_step = -1;
-  if (have_cur || !have_prev) { // no file at all: load_safetensors names the missing path
-    io::SafetensorsFile f = io::load_safetensors(path);
-    cur_step = step_of(f, path);
-    if (cur_step == model_step) return load(f, path);
-  }
-  if (have_prev) { // a save was interrupted between the optimizer and the model write
-    io::SafetensorsFile f = io::load_safetensors(prev);
-    if (step_of(f, prev) == model_step) return load(f, prev); // read only: settle_interrupted_save renames it
-  }
-  if (!have_cur)
-    throw std::invalid_argument(fmt::format("{}: missing, and {} is not from the model's step {}", path, prev,
-                                            model_step));
-  throw std::invalid_argument(fmt::format("{}: optimizer state is from step {} but the model is from step {}", path,
-                                          cur_step, model_step));
+  // read only, the prev file too: settle_interrupted_save renames it
+  const MatchingOptimizerFile match = matching_optimizer_file(model_path, model_step, step_of);
+  if (model_metadata) check_same_metadata(match.file.metadata, *model_metadata, match.path);
+  return load_state_of(match.file, match.path, optimizer);
 }
 
 void settle_interrupted_save(const std::string& model_path, std::int64_t model_step) {

@@ -53,9 +53,8 @@ NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& sour
 
 } // namespace
 
-NamedTensors load_optimizer_state_files(const std::string& model_path, std::int64_t model_step,
-                                        optim::Optimizer& optimizer, const CheckpointStepOf& step_of,
-                                        const std::string& prefix) {
+MatchingOptimizerFile matching_optimizer_file(const std::string& model_path, std::int64_t model_step,
+                                              const CheckpointStepOf& step_of) {
   const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
   std::error_code ec;
   const bool have_cur = std::filesystem::exists(path, ec), have_prev = std::filesystem::exists(prev, ec);
@@ -63,21 +62,26 @@ NamedTensors load_optimizer_state_files(const std::string& model_path, std::int6
   if (have_cur || !have_prev) { // no file at all: load_safetensors names the missing path
     io::SafetensorsFile f = io::load_safetensors(path);
     cur_step = step_of(f, path);
-    if (cur_step == model_step) return load_state_of(f, path, optimizer, prefix);
+    if (cur_step == model_step) return {std::move(f), path, false};
   }
   if (have_prev) { // a save was interrupted between the optimizer and the model write
     io::SafetensorsFile f = io::load_safetensors(prev);
-    if (step_of(f, prev) == model_step) {
-      NamedTensors run_state = load_state_of(f, prev, optimizer, prefix);
-      std::filesystem::rename(prev, path); // the matching state is the current one again
-      return run_state;
-    }
+    if (step_of(f, prev) == model_step) return {std::move(f), prev, true};
   }
   if (!have_cur)
     throw std::invalid_argument(fmt::format("{}: missing, and {} is not from the model's step {}", path, prev,
                                             model_step));
   throw std::invalid_argument(fmt::format("{}: optimizer state is from step {} but the model is from step {}", path,
                                           cur_step, model_step));
+}
+
+NamedTensors load_optimizer_state_files(const std::string& model_path, std::int64_t model_step,
+                                        optim::Optimizer& optimizer, const CheckpointStepOf& step_of,
+                                        const std::string& prefix) {
+  const MatchingOptimizerFile match = matching_optimizer_file(model_path, model_step, step_of);
+  NamedTensors run_state = load_state_of(match.file, match.path, optimizer, prefix);
+  if (match.previous) std::filesystem::rename(match.path, optimizer_path_for(model_path)); // current again
+  return run_state;
 }
 
 } // namespace headgrad::train

@@ -35,6 +35,18 @@ void save_checkpoint_files(const std::string& model_path, const NamedTensors& pa
 // naming `source` when it has none).
 using CheckpointStepOf = std::function<std::int64_t(const io::SafetensorsFile& file, const std::string& source)>;
 
+// The optimizer file saved beside `model_path` that is from the model's step `model_step`:
+// optimizer.safetensors if its step is the model's, else optimizer.prev.safetensors if that one's
+// is (a save was killed between the optimizer and the model write; `previous` says so). Throws
+// std::invalid_argument naming the steps when neither matches.
+struct MatchingOptimizerFile {
+  io::SafetensorsFile file;
+  std::string path;
+  bool previous = false;
+};
+MatchingOptimizerFile matching_optimizer_file(const std::string& model_path, std::int64_t model_step,
+                                              const CheckpointStepOf& step_of);
+
 // Loads the optimizer state saved beside `model_path`, whose step is `model_step`, into
 // `optimizer`: optimizer.safetensors if its step is the model's, else optimizer.prev.safetensors
 // if that one's is (a save was killed between the optimizer and the model write; the prev file

@@ -25,15 +25,13 @@ template <typename Int> std::string integer_rule_error(const FieldInfo& f, Int v
 } // namespace
 
 models::StackConfig RunConfig::stack_config() const {
-  models::StackConfig m;
-  m.vocab = vocab;
-  m.d_model = d_model;
-  m.heads = heads;
-  m.layers = layers;
-  m.ffn = ffn;
-  m.dropout = dropout;
-  m.attention = attention == "composed" ? models::AttentionPath::composed : models::AttentionPath::fused;
-  return m;
+  return {.vocab = vocab,
+          .d_model = d_model,
+          .heads = heads,
+          .layers = layers,
+          .ffn = ffn,
+          .dropout = dropout,
+          .attention = attention == "composed" ? models::AttentionPath::composed : models::AttentionPath::fused};
 }
 
 models::ModelConfig RunConfig::model_config() const {

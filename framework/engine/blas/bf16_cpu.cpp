@@ -44,14 +44,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Seconds for kRepeats x kChains VDPBF16PS.
-__attribute__((target("avx512f,avx512bf16"), noinline)) double time_dpbf16() {
+// One VDPBF16PS: acc plus the dot products of x's and y's bf16 pairs (1 and 2^-7).
+struct Dpbf16 {
+  __attribute__((target("avx512f,avx512bf16"))) __m512 operator()(__m512 acc) const {
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi16(0x3f80), (__m512bh)_mm512_set1_epi16(0x3c00));
+  }
+};
+// One VFMADD231PS: acc plus x * y (1 and 2^-7).
+struct Fma {
+  __attribute__((target("avx512f,fma"))) __m512 operator()(__m512 acc) const {
+    return _mm512_fmadd_ps(_mm512_set1_ps(1.0f), _mm512_set1_ps(0x1p-7f), acc);
+  }
+};
+
+// Seconds for kRepeats x kChains instructions `step`, on kChains independent accumulators.
+template <typename Step> __attribute__((target("avx512f,avx512bf16,fma"), noinline)) double time_chains(Step step) {
   __m512 acc[kChains];
   for (auto& a : acc) a = _mm512_setzero_ps();
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3c00); // 1, 2^-7
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < kRepeats; ++r)
-    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+    for (auto& a : acc) a = step(a);
   const double t = seconds_since(t0);
   __m512 sum = acc[0];
   for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
@@ -62,30 +74,12 @@ __attribute__((target("avx512f,avx512bf16"), noinline)) double time_dpbf16() {
   return t;
 }
 
-// Seconds for kRepeats x kChains VFMADD231PS.
-__attribute__((target("avx512f,fma"), noinline)) double time_fma() {
-  __m512 acc[kChains];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(0x1p-7f);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < kRepeats; ++r)
-    for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
-  const double t = seconds_since(t0);
-  __m512 sum = acc[0];
-  for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, sum);
-  volatile float keep = lanes[0];
-  (void)keep;
-  return t;
-}
-
 Bf16Speed measure_speed() {
   Bf16Speed out;
   double t_bf16 = 1e30, t_f32 = 1e30;
   for (int round = 0; round < 15; ++round) { // interleaved, best of each: a busy moment only slows one down
-    t_bf16 = std::min(t_bf16, time_dpbf16());
-    t_f32 = std::min(t_f32, time_fma());
+    t_bf16 = std::min(t_bf16, time_chains(Dpbf16{}));
+    t_f32 = std::min(t_f32, time_chains(Fma{}));
   }
   const double instructions = double(kRepeats) * kChains;
   out.bf16_gflops = instructions * 64 / t_bf16 * 1e-9;
