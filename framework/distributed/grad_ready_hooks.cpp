@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <memory>
+#include <mutex> // std::unique_lock
 #include <shared_mutex>
 #include <stdexcept>
 #include <unordered_map>
