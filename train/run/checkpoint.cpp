@@ -201,11 +201,7 @@ namespace {
 // The optimizer's entries to it, and the run state's returned.
 NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& source, optim::Optimizer& optimizer) {
   refuse_non_finite(f.tensors, source);
-  NamedTensors run_state;
-  for (const auto& [name, t] : f.tensors)
-    if (is_dropout_state(name)) run_state.emplace_back(name, t);
-  io::restore_optimizer_state(optimizer, f.tensors, source);
-  return run_state;
+  return restore_optimizer_file(f, source, optimizer, kDropoutStatePrefix);
 }
 
 // Both files of a checkpoint carry the same metadata (but the header checksum, which covers each

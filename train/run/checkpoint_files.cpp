@@ -39,20 +39,6 @@ void save_checkpoint_files(const std::string& model_path, const NamedTensors& pa
   std::filesystem::remove(prev, ec); // best effort: a leftover prev is never preferred over a match
 }
 
-namespace {
-
-// The optimizer's entries to it, and the run state's returned.
-NamedTensors load_state_of(const io::SafetensorsFile& f, const std::string& source, optim::Optimizer& optimizer,
-                           const std::string& prefix) {
-  NamedTensors run_state;
-  for (const auto& [name, t] : f.tensors)
-    if (name.rfind(prefix, 0) == 0) run_state.emplace_back(name, t);
-  io::restore_optimizer_state(optimizer, f.tensors, source);
-  return run_state;
-}
-
-} // namespace
-
 MatchingOptimizerFile matching_optimizer_file(const std::string& model_path, std::int64_t model_step,
                                               const CheckpointStepOf& step_of) {
   const std::string path = optimizer_path_for(model_path), prev = previous_optimizer_path_for(model_path);
@@ -75,11 +61,20 @@ MatchingOptimizerFile matching_optimizer_file(const std::string& model_path, std
                                           cur_step, model_step));
 }
 
+NamedTensors restore_optimizer_file(const io::SafetensorsFile& f, const std::string& source, optim::Optimizer& optimizer,
+                                    const std::string& prefix) {
+  NamedTensors run_state;
+  for (const auto& [name, t] : f.tensors)
+    if (name.rfind(prefix, 0) == 0) run_state.emplace_back(name, t);
+  io::restore_optimizer_state(optimizer, f.tensors, source);
+  return run_state;
+}
+
 NamedTensors load_optimizer_state_files(const std::string& model_path, std::int64_t model_step,
                                         optim::Optimizer& optimizer, const CheckpointStepOf& step_of,
                                         const std::string& prefix) {
   const MatchingOptimizerFile match = matching_optimizer_file(model_path, model_step, step_of);
-  NamedTensors run_state = load_state_of(match.file, match.path, optimizer, prefix);
+  NamedTensors run_state = restore_optimizer_file(match.file, match.path, optimizer, prefix);
   if (match.previous) std::filesystem::rename(match.path, optimizer_path_for(model_path)); // current again
   return run_state;
 }

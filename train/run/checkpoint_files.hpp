@@ -46,6 +46,10 @@ struct MatchingOptimizerFile {
 };
 MatchingOptimizerFile matching_optimizer_file(const std::string& model_path, std::int64_t model_step,
                                               const CheckpointStepOf& step_of);
+// Restores `optimizer` from an optimizer file's tensors (`source` names the file in errors) and
+// returns the file's entries whose names start with `run_state_prefix` (the run's own state).
+NamedTensors restore_optimizer_file(const io::SafetensorsFile& f, const std::string& source,
+                                    optim::Optimizer& optimizer, const std::string& run_state_prefix);
 
 // Loads the optimizer state saved beside `model_path`, whose step is `model_step`, into
 // `optimizer`: optimizer.safetensors if its step is the model's, else optimizer.prev.safetensors
